@@ -1,0 +1,1 @@
+"""Generated stubs for the internal APIs (protos/batchgate/internal). Do not edit."""

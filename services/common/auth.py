@@ -1,0 +1,144 @@
+"""API keys: creation, hashing, verification, and the caller identity of a request.
+
+Keys look like `bg-<40 url-safe chars>`; only their SHA-256 is stored. Every key belongs to
+a project, and a project sees only its own files and batches. Both `Authorization: Bearer`
+(OpenAI SDK) and `x-api-key` (Anthropic style) are accepted.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import insert, select, update
+
+from services.common import errors
+from services.common.db import Database
+from services.common.db.schema import api_keys, projects
+from services.common.ids import api_key_id, project_id
+
+KEY_PREFIX = "bg-"
+DEFAULT_PROJECT_NAME = "default"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the project whose data they may see, and the key they used."""
+
+    project_id: str
+    key_id: str
+
+
+current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("current_principal")
+
+
+def principal() -> Principal:
+    """The caller of the RPC being served (set by the auth wrapper)."""
+    return current_principal.get()
+
+
+def hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
+    """The API key in `authorization: Bearer …` or `x-api-key`, if any."""
+    for name, value in metadata:
+        if isinstance(value, bytes):
+            continue
+        if name == "authorization" and value.lower().startswith("bearer "):
+            return value[7:].strip()
+        if name == "x-api-key":
+            return value.strip()
+    return None
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key_id: str
+    project_id: str
+    secret: str  # shown once; only its hash is stored
+
+
+async def ensure_project(db: Database, name: str = DEFAULT_PROJECT_NAME) -> str:
+    """The id of the project called `name`, created if missing."""
+    async with db.write() as conn:
+        existing = (await conn.execute(select(projects.c.id).where(projects.c.name == name))).scalar()
+        if existing:
+            return existing
+        new = project_id()
+        await conn.execute(
+            insert(projects).values(
+                id=new, name=name, created_at=time.time(), webhook_secret="whsec_" + secrets.token_urlsafe(32)
+            )
+        )
+        return new
+
+
+async def create_key(
+    db: Database, project: str, name: str = "default", budget_usd: float | None = None
+) -> CreatedKey:
+    secret = KEY_PREFIX + secrets.token_urlsafe(30)
+    key = CreatedKey(key_id=api_key_id(), project_id=project, secret=secret)
+    async with db.write() as conn:
+        await conn.execute(
+            insert(api_keys).values(
+                id=key.key_id,
+                project_id=project,
+                name=name,
+                key_hash=hash_key(secret),
+                key_prefix=secret[:9],
+                created_at=time.time(),
+                budget_usd=budget_usd,
+            )
+        )
+    return key
+
+
+async def revoke_key(db: Database, key_id: str) -> bool:
+    async with db.write() as conn:
+        result = await conn.execute(
+            update(api_keys)
+            .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+        return result.rowcount == 1
+
+
+class KeyVerifier:
+    """Verifies keys against the database, caching answers for `cache_s` seconds."""
+
+    def __init__(self, db: Database, cache_s: float) -> None:
+        self._db = db
+        self._cache_s = cache_s
+        self._cache: dict[str, tuple[Principal | None, float]] = {}
+
+    async def verify(self, secret: str | None) -> Principal:
+        if not secret:
+            raise errors.unauthenticated(
+                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
+            )
+        digest = hash_key(secret)
+        now = time.monotonic()
+        cached = self._cache.get(digest)
+        if cached is None or cached[1] < now:
+            async with self._db.read() as conn:
+                row = (
+                    await conn.execute(
+                        select(api_keys.c.id, api_keys.c.project_id).where(
+                            api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None)
+                        )
+                    )
+                ).first()
+            found = Principal(project_id=row.project_id, key_id=row.id) if row else None
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            cached = (found, now + self._cache_s)
+            self._cache[digest] = cached
+        if cached[0] is None:
+            raise errors.unauthenticated()
+        return cached[0]

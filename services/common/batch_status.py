@@ -1,0 +1,46 @@
+"""The batch lifecycle: which status may follow which, and the one way to change it.
+
+    validating ─▶ in_progress ─▶ finalizing ─▶ completed | expired | cancelled
+        │              │              ▲
+        ▼              ▼              │
+      failed       cancelling ────────┘
+
+Every change is a conditional UPDATE from the allowed previous statuses, stamping the
+matching `<status>_at` column, so concurrent actors (several scheduler or results replicas)
+cannot move a batch backwards or twice. `end_status` records how the batch will end
+(`cancelled` once cancel is asked, `expired` once the window passed); finalizing applies it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.common.db.schema import batches
+
+ALLOWED_FROM: dict[str, tuple[str, ...]] = {
+    "in_progress": ("validating",),
+    "failed": ("validating",),
+    "cancelling": ("in_progress",),
+    "finalizing": ("in_progress", "cancelling"),
+    "completed": ("finalizing",),
+    "expired": ("finalizing",),
+    "cancelled": ("finalizing",),
+}
+TERMINAL = ("failed", "completed", "expired", "cancelled")
+OPEN = ("validating", "in_progress", "finalizing", "cancelling")
+TIMESTAMP_COLUMN = {status: f"{status}_at" for status in ALLOWED_FROM}
+
+
+async def transition(conn: AsyncConnection, batch_id: str, to: str, **values: Any) -> bool:
+    """Move `batch_id` to `to` if its current status allows it; returns whether it moved."""
+    values = {"status": to, TIMESTAMP_COLUMN[to]: time.time(), **values}
+    result = await conn.execute(
+        update(batches)
+        .where(batches.c.id == batch_id, batches.c.status.in_(ALLOWED_FROM[to]))
+        .values(**values)
+    )
+    return result.rowcount == 1

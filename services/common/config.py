@@ -1,0 +1,373 @@
+"""Every setting, limit and default of batchgate, in one place.
+
+Values come from, in rising precedence: the defaults below, an optional YAML file
+(`--config FILE` or `BATCHGATE_CONFIG`; keys are the field names), and `BATCHGATE_*`
+environment variables (each field's `env`). README.md's configuration table lists the same
+fields; `tests/unit/test_config.py` keeps the two in step.
+
+Providers and models (what the executor calls, and which public model names are offered)
+come only from the YAML file; without one, every model is served by the built-in simulator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MIB = 1024 * 1024
+
+
+def _setting(default: Any, env: str, doc: str) -> Any:
+    return field(default=default, metadata={"env": env, "doc": doc})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for transient upstream failures (429, 5xx, timeouts, connection errors)."""
+
+    initial_interval_s: float = 1.0
+    """Wait before the first retry."""
+    backoff_coefficient: float = 2.0
+    """Each wait is the previous one times this."""
+    max_interval_s: float = 60.0
+    """No wait is longer than this (a longer `Retry-After` is honoured, up to the time limit)."""
+    max_attempts: int = 5
+    """Upstream calls per model before its fallback (if any) is tried."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens, before the batch discount."""
+
+    input_per_mtok: float = 0.0
+    cached_input_per_mtok: float | None = None
+    output_per_mtok: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One upstream: an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) or Anthropic."""
+
+    name: str
+    kind: str = "openai"
+    """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
+    base_url: str = ""
+    """Up to and including the version segment, e.g. `https://api.openai.com/v1`."""
+    api_keys: tuple[str, ...] = ()
+    """Key pool, used round-robin; `${ENV_VAR}` references are expanded."""
+    max_concurrency: int = 64
+    """Requests in flight to this provider per executor process."""
+    requests_per_minute: int = 0
+    """0 means unlimited."""
+    tokens_per_minute: int = 0
+    """0 means unlimited."""
+    timeout_s: float | None = None
+    """Per-request time limit; defaults to the global `request_timeout_s`."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A public model name and where it runs."""
+
+    name: str
+    """What users put in `body.model`."""
+    provider: str
+    upstream_model: str = ""
+    """The provider's own name for it; defaults to `name`."""
+    fallbacks: tuple[str, ...] = ()
+    """Public model names tried in order once this one's retries are spent."""
+    price: Price = Price()
+    endpoints: tuple[str, ...] = ()
+    """Endpoints this model serves; empty means every supported endpoint."""
+
+
+SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
+SIMULATED_PROVIDER = "simulated"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Process-wide configuration. Build with `load_settings()`."""
+
+    # --- where things live -------------------------------------------------------------
+    data_dir: str = _setting(
+        "./data", "BATCHGATE_DATA_DIR", "Directory for the SQLite database, generated Envoy config and logs."
+    )
+    database_url: str = _setting(
+        "",
+        "BATCHGATE_DATABASE_URL",
+        "SQLAlchemy async URL. Empty: SQLite at `<data_dir>/batchgate.db`. "
+        "PostgreSQL: `postgresql+asyncpg://user@host:5432/db`.",
+    )
+    # --- network -----------------------------------------------------------------------
+    host: str = _setting("127.0.0.1", "BATCHGATE_HOST", "Address every service and Envoy bind to.")
+    port: int = _setting(8080, "BATCHGATE_PORT", "Envoy's port: REST (OpenAI API) and native gRPC.")
+    envoy_admin_port: int = _setting(9901, "BATCHGATE_ENVOY_ADMIN_PORT", "Envoy's admin interface.")
+    ingest_port: int = _setting(50051, "BATCHGATE_INGEST_PORT", "Ingest service gRPC port.")
+    scheduler_port: int = _setting(50052, "BATCHGATE_SCHEDULER_PORT", "Scheduler service gRPC port.")
+    results_port: int = _setting(50053, "BATCHGATE_RESULTS_PORT", "Results service gRPC port.")
+    executor_port: int = _setting(
+        50054,
+        "BATCHGATE_EXECUTOR_PORT",
+        "First executor's gRPC port (status, health); executor N uses port+N.",
+    )
+    ingest_addrs: str = _setting(
+        "",
+        "BATCHGATE_INGEST_ADDRS",
+        "Comma-separated host:port of ingest replicas (Envoy's cluster). Empty: `127.0.0.1:<ingest_port>`.",
+    )
+    scheduler_addrs: str = _setting(
+        "",
+        "BATCHGATE_SCHEDULER_ADDRS",
+        "Comma-separated host:port of scheduler replicas. Empty: `127.0.0.1:<scheduler_port>`.",
+    )
+    results_addrs: str = _setting(
+        "",
+        "BATCHGATE_RESULTS_ADDRS",
+        "Comma-separated host:port of results replicas. Empty: `127.0.0.1:<results_port>`.",
+    )
+    public_base_url: str = _setting(
+        "",
+        "BATCHGATE_PUBLIC_BASE_URL",
+        "Base URL clients use (printed by `up`). Empty: http://<host>:<port>.",
+    )
+    # --- processes started by `batchgate up` --------------------------------------------
+    executors: int = _setting(1, "BATCHGATE_EXECUTORS", "Executor processes `batchgate up` starts.")
+    simulator_port: int = _setting(
+        8099, "BATCHGATE_SIMULATOR_PORT", "Port of the built-in simulated upstream (`batchgate simulate`)."
+    )
+    simulator_latency_ms: float = _setting(
+        20.0, "BATCHGATE_SIMULATOR_LATENCY_MS", "Simulated upstream's answer delay."
+    )
+    # --- limits ------------------------------------------------------------------------
+    max_file_bytes: int = _setting(
+        200 * 1000 * 1000,
+        "BATCHGATE_MAX_FILE_BYTES",
+        "Largest upload (bytes); enforced while streaming (413 beyond).",
+    )
+    max_batch_records: int = _setting(50_000, "BATCHGATE_MAX_BATCH_RECORDS", "Most records in one batch.")
+    max_inline_bytes: int = _setting(
+        32 * MIB, "BATCHGATE_MAX_INLINE_BYTES", "Largest POST /v1/batches body with inline `requests`."
+    )
+    max_record_bytes: int = _setting(
+        10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
+    )
+    max_custom_id_length: int = _setting(512, "BATCHGATE_MAX_CUSTOM_ID_LENGTH", "Longest `custom_id`.")
+    completion_windows: str = _setting(
+        "24h", "BATCHGATE_COMPLETION_WINDOWS", "Comma-separated accepted `completion_window` values."
+    )
+    file_expiry_days: int = _setting(
+        30, "BATCHGATE_FILE_EXPIRY_DAYS", "Default lifetime of `purpose=batch` files (and output files)."
+    )
+    rejected_preview_max: int = _setting(
+        20,
+        "BATCHGATE_REJECTED_PREVIEW_MAX",
+        "Rejections listed inline in a create answer (all are in the file).",
+    )
+    grpc_max_message_bytes: int = _setting(
+        64 * MIB, "BATCHGATE_GRPC_MAX_MESSAGE_BYTES", "Largest gRPC message any service accepts or sends."
+    )
+    # --- scheduling and execution --------------------------------------------------------
+    executor_concurrency: int = _setting(
+        256, "BATCHGATE_EXECUTOR_CONCURRENCY", "Items one executor process runs at once."
+    )
+    lease_max_items: int = _setting(200, "BATCHGATE_LEASE_MAX_ITEMS", "Most items handed out per lease call.")
+    lease_ttl_s: float = _setting(
+        60.0,
+        "BATCHGATE_LEASE_TTL_S",
+        "Lease lifetime; executors renew at a third of it, expired leases re-run.",
+    )
+    lease_wait_ms: int = _setting(5000, "BATCHGATE_LEASE_WAIT_MS", "Longest long-poll of an idle executor.")
+    result_flush_ms: int = _setting(
+        50, "BATCHGATE_RESULT_FLUSH_MS", "Executors send finished outcomes at least this often."
+    )
+    result_batch_max: int = _setting(
+        250, "BATCHGATE_RESULT_BATCH_MAX", "Most outcomes per RecordResults call."
+    )
+    request_timeout_s: float = _setting(
+        600.0, "BATCHGATE_REQUEST_TIMEOUT_S", "Per-request time limit (error `request_timeout` beyond)."
+    )
+    maintenance_interval_s: float = _setting(
+        1.0, "BATCHGATE_MAINTENANCE_INTERVAL_S", "How often leases are rescued and cancel/expiry applied."
+    )
+    finalize_lease_s: float = _setting(
+        15.0, "BATCHGATE_FINALIZE_LEASE_S", "A finalize that stops renewing this long is taken over (crash)."
+    )
+    validating_timeout_s: float = _setting(
+        900.0,
+        "BATCHGATE_VALIDATING_TIMEOUT_S",
+        "A create still `validating` after this was interrupted: cleaned up.",
+    )
+    # --- auth --------------------------------------------------------------------------
+    auth_cache_s: float = _setting(
+        5.0, "BATCHGATE_AUTH_CACHE_S", "How long a verified API key is cached per process (revocation delay)."
+    )
+    # --- logs --------------------------------------------------------------------------
+    log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
+    # --- from the YAML file only -----------------------------------------------------------
+    retry: RetryPolicy = field(default_factory=RetryPolicy, metadata={"doc": "Retry policy (YAML `retry:`)."})
+    providers: tuple[ProviderConfig, ...] = field(default=(), metadata={"doc": "YAML `providers:` list."})
+    models: tuple[ModelConfig, ...] = field(default=(), metadata={"doc": "YAML `models:` list."})
+
+    # --- derived -------------------------------------------------------------------------
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{Path(self.data_dir).resolve() / 'batchgate.db'}"
+
+    @property
+    def completion_window_list(self) -> tuple[str, ...]:
+        return tuple(w.strip() for w in self.completion_windows.split(",") if w.strip())
+
+    def addrs(self, service: str) -> list[str]:
+        """host:port of every replica of `service` (ingest, scheduler, results)."""
+        raw = getattr(self, f"{service}_addrs")
+        if raw:
+            return [a.strip() for a in raw.split(",") if a.strip()]
+        return [f"127.0.0.1:{getattr(self, f'{service}_port')}"]
+
+    @property
+    def base_url(self) -> str:
+        return self.public_base_url or f"http://{self.host}:{self.port}"
+
+    def model(self, name: str) -> ModelConfig | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def provider(self, name: str) -> ProviderConfig | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+    @property
+    def uses_simulator(self) -> bool:
+        return any(p.name == SIMULATED_PROVIDER for p in self.providers)
+
+
+def env_fields() -> list[dataclasses.Field[Any]]:
+    """Settings that an environment variable can set (the README table lists these)."""
+    return [f for f in dataclasses.fields(Settings) if "env" in f.metadata]
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(value: str, environ: Mapping[str, str]) -> str:
+    return _ENV_REF.sub(lambda m: environ.get(m.group(1), ""), value)
+
+
+def _cast(raw: Any, type_name: str) -> Any:
+    """Settings' annotations are strings (postponed evaluation): int, float or str."""
+    return {"int": int, "float": float}.get(type_name, str)(raw)
+
+
+def _simulated_catalogue(settings: Settings) -> tuple[tuple[ProviderConfig, ...], tuple[ModelConfig, ...]]:
+    """Providers/models used when no YAML names any: everything runs on `batchgate simulate`."""
+    base = f"http://127.0.0.1:{settings.simulator_port}"
+    providers = (
+        ProviderConfig(name=SIMULATED_PROVIDER, kind="openai", base_url=f"{base}/v1", api_keys=("sim",)),
+        ProviderConfig(
+            name="simulated-anthropic", kind="anthropic", base_url=f"{base}/v1", api_keys=("sim",)
+        ),
+    )
+    cheap = Price(input_per_mtok=0.15, cached_input_per_mtok=0.075, output_per_mtok=0.6)
+    models = (
+        ModelConfig(name="gpt-4o-mini", provider=SIMULATED_PROVIDER, price=cheap),
+        ModelConfig(
+            name="gpt-4o",
+            provider=SIMULATED_PROVIDER,
+            price=Price(input_per_mtok=2.5, cached_input_per_mtok=1.25, output_per_mtok=10.0),
+        ),
+        ModelConfig(
+            name="text-embedding-3-small",
+            provider=SIMULATED_PROVIDER,
+            price=Price(input_per_mtok=0.02),
+            endpoints=("/v1/embeddings",),
+        ),
+        ModelConfig(
+            name="claude-haiku-4-5",
+            provider="simulated-anthropic",
+            price=Price(input_per_mtok=1.0, cached_input_per_mtok=0.1, output_per_mtok=5.0),
+            endpoints=("/v1/chat/completions",),
+        ),
+    )
+    return providers, models
+
+
+def _parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "retry" in doc:
+        out["retry"] = RetryPolicy(**doc["retry"])
+    providers = []
+    for p in doc.get("providers") or ():
+        p = dict(p)
+        keys = p.pop("api_keys", None) or ([p.pop("api_key")] if "api_key" in p else [])
+        providers.append(ProviderConfig(**p, api_keys=tuple(_expand(str(k), environ) for k in keys)))
+    models = []
+    for m in doc.get("models") or ():
+        models.append(
+            ModelConfig(
+                name=m["name"],
+                provider=m["provider"],
+                upstream_model=m.get("upstream_model", ""),
+                fallbacks=tuple(m.get("fallbacks") or ()),
+                endpoints=tuple(m.get("endpoints") or ()),
+                price=Price(**(m.get("price") or {})),
+            )
+        )
+    if providers:
+        out["providers"] = tuple(providers)
+    if models:
+        out["models"] = tuple(models)
+    return out
+
+
+def load_settings(
+    config_file: str | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> Settings:
+    """Defaults ← YAML file ← environment ← explicit overrides."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file or environ.get("BATCHGATE_CONFIG")
+    if path:
+        doc = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path}: expected a mapping at the top level")
+        scalar_names = {f.name for f in env_fields()}
+        unknown = set(doc) - scalar_names - {"retry", "providers", "models"}
+        if unknown:
+            raise ValueError(f"{path}: unknown settings {sorted(unknown)}")
+        values.update({k: v for k, v in doc.items() if k in scalar_names})
+        values.update(_parse_catalogue(doc, environ))
+    for f in env_fields():
+        if f.metadata["env"] in environ:
+            values[f.name] = environ[f.metadata["env"]]
+    values.update(overrides)
+    for f in env_fields():
+        if f.name in values:
+            values[f.name] = _cast(values[f.name], f.type)
+    settings = Settings(**values)
+    if not settings.providers:
+        providers, models = _simulated_catalogue(settings)
+        settings = dataclasses.replace(settings, providers=providers, models=settings.models or models)
+    _check_catalogue(settings)
+    return settings
+
+
+def _check_catalogue(settings: Settings) -> None:
+    names = {p.name for p in settings.providers}
+    for p in settings.providers:
+        if p.kind not in ("openai", "anthropic"):
+            raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
+    models = {m.name for m in settings.models}
+    for m in settings.models:
+        if m.provider not in names:
+            raise ValueError(f"model {m.name}: unknown provider {m.provider!r}")
+        for fb in m.fallbacks:
+            if fb not in models:
+                raise ValueError(f"model {m.name}: unknown fallback {fb!r}")

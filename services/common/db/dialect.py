@@ -1,0 +1,133 @@
+"""The SQL that differs between SQLite and PostgreSQL, in one module.
+
+- Row locking for leases: `FOR UPDATE SKIP LOCKED` on PostgreSQL; on SQLite the single
+  writer (BEGIN IMMEDIATE under the process's write lock) already excludes everyone else.
+- Wake-ups: `NOTIFY`/`LISTEN` on PostgreSQL; on SQLite, where only one process writes, the
+  in-process signal of the caller is enough, so these are no-ops.
+- Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
+  single writer process is the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.common.db.engine import Database
+
+log = logging.getLogger(__name__)
+
+LISTEN_PING_S = 30.0
+
+
+def skip_locked(db: Database, query: Select[Any]) -> Select[Any]:
+    """Lock the selected rows, skipping rows other transactions hold (PostgreSQL only)."""
+    if db.is_postgres:
+        return query.with_for_update(skip_locked=True)
+    return query
+
+
+def lock_rows(db: Database, query: Select[Any]) -> Select[Any]:
+    """Lock the selected rows until commit (PostgreSQL only; SQLite has one writer)."""
+    if db.is_postgres:
+        return query.with_for_update()
+    return query
+
+
+async def notify(db: Database, conn: AsyncConnection, channel: str, payload: str = "") -> None:
+    """Wake listeners in other processes once the surrounding transaction commits."""
+    if db.is_postgres:
+        await conn.execute(text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
+
+
+class Listener:
+    """Calls `on_notify(payload)` for each NOTIFY on `channel` (PostgreSQL); idle on SQLite.
+
+    Holds one dedicated connection and reconnects when it drops.
+    """
+
+    def __init__(self, db: Database, channel: str, on_notify: Callable[[str], None]) -> None:
+        self._db = db
+        self._channel = channel
+        self._on_notify = on_notify
+
+    async def run(self) -> None:
+        """Listen until cancelled (returns at once on SQLite)."""
+        if not self._db.is_postgres:
+            return
+        while True:
+            try:
+                await self._listen_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("LISTEN %s connection lost; reconnecting", self._channel, exc_info=True)
+            await asyncio.sleep(1.0)
+
+    async def _listen_once(self) -> None:
+        async with self._db.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            driver = raw.driver_connection
+            assert driver is not None
+            closed = asyncio.Event()
+
+            def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                self._on_notify(payload)
+
+            driver.add_termination_listener(lambda _conn: closed.set())
+            await driver.add_listener(self._channel, on_notify)
+            try:
+                while not closed.is_set():
+                    try:
+                        await asyncio.wait_for(closed.wait(), LISTEN_PING_S)
+                    except TimeoutError:
+                        await driver.execute("SELECT 1")  # notice a silently dead socket
+            finally:
+                with contextlib.suppress(Exception):
+                    await driver.remove_listener(self._channel, on_notify)
+
+
+class LeaderLock:
+    """Maintenance leader election: one holder among all replicas (PostgreSQL advisory lock).
+
+    `await held()` answers whether this process is the leader now, taking the lock when free.
+    On SQLite only one process writes, so it always leads.
+    """
+
+    def __init__(self, db: Database, key: int) -> None:
+        self._db = db
+        self._key = key
+        self._conn: AsyncConnection | None = None
+        self._leading = False
+
+    async def held(self) -> bool:
+        if not self._db.is_postgres:
+            return True
+        try:
+            if self._conn is None:
+                self._conn = await self._db.engine.connect()
+            if self._leading:
+                # The lock lives as long as this session: proving the session alive suffices.
+                await self._conn.execute(text("SELECT 1"))
+            else:
+                result = await self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self._key})
+                self._leading = bool(result.scalar())
+            await self._conn.commit()
+            return self._leading
+        except Exception:
+            log.warning("leader lock check failed", exc_info=True)
+            await self.release()
+            return False
+
+    async def release(self) -> None:
+        self._leading = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None

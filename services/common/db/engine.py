@@ -1,0 +1,97 @@
+"""Async SQLAlchemy engines for SQLite (embedded default) and PostgreSQL (several replicas).
+
+`Database.read()` gives a connection for queries; `Database.write()` a transaction for
+changes. On SQLite, writes from one process go through one connection under an asyncio lock
+and start with `BEGIN IMMEDIATE`, so they queue in-process instead of failing with "database
+is locked"; reads use their own pool and, thanks to WAL, never wait for a writer. On
+PostgreSQL both are the same pooled engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=60000",  # another process (CLI, migrate) holding the lock: wait, don't fail
+    "PRAGMA cache_size=-65536",  # 64 MiB page cache
+)
+
+
+def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
+    engine = create_async_engine(url, pool_size=pool_size, max_overflow=0)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        for pragma in SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Database:
+    """One per process; shared by every service hosted in that process."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.dialect = make_url(url).get_backend_name()
+        self._write_lock = asyncio.Lock()
+        if self.is_sqlite:
+            database = make_url(url).database
+            if database and database != ":memory:":
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+            self._writer = _sqlite_engine(url, immediate=True, pool_size=1)
+            self._reader = _sqlite_engine(url, immediate=False, pool_size=8)
+        else:
+            self._writer = create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+            self._reader = self._writer
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.dialect == "sqlite"
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The writer engine (migrations, raw connections such as LISTEN)."""
+        return self._writer
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        async with self._reader.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction that commits on success and rolls back on error."""
+        if self.is_sqlite:
+            async with self._write_lock, self._writer.begin() as conn:
+                yield conn
+        else:
+            async with self._writer.begin() as conn:
+                yield conn
+
+    async def dispose(self) -> None:
+        await self._writer.dispose()
+        if self._reader is not self._writer:
+            await self._reader.dispose()

@@ -1,0 +1,1 @@
+"""Alembic migrations; apply with `batchgate migrate` (or `services.common.db.migrate`)."""

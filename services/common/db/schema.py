@@ -1,0 +1,249 @@
+"""Every table, with the service that owns it.
+
+Ownership (DESIGN.md §4): a table is written by its owner only; where two services touch one
+table, each writes only its own columns and transitions, as noted per table. Queries are
+SQLAlchemy Core (no ORM): the hot paths are batched statements over many rows.
+
+Times are unix seconds as doubles (`time.time()`); the public API prints them as integers.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+metadata = MetaData()
+
+# --- owned by ingest -------------------------------------------------------------------------
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("budget_usd", Float, nullable=True),  # spend cap for the whole project; null = none
+    Column("webhook_secret", String(80), nullable=False),  # HMAC key for this project's webhooks
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("project_id", String(40), ForeignKey("projects.id"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),  # sha256 hex of the secret
+    Column("key_prefix", String(16), nullable=False),  # shown in listings, e.g. "bg-1a2b3c"
+    Column("created_at", Float, nullable=False),
+    Column("revoked_at", Float, nullable=True),
+    Column("budget_usd", Float, nullable=True),  # spend cap for this key; null = none
+)
+
+# Input files are written by ingest; results inserts the `batch_output` files it produces
+# (and nothing else). Content lives in `blobs`.
+files = Table(
+    "files",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("project_id", String(40), nullable=False),
+    Column("filename", String(512), nullable=False),
+    Column("purpose", String(32), nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("line_count", Integer, nullable=False, server_default="0"),
+    Column("blob_id", String(40), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=True),
+    Column("batch_id", String(40), nullable=True),  # the batch that produced an output file
+    Index("ix_files_project_id", "project_id", "id"),
+    Index("ix_files_expires_at", "expires_at"),
+)
+
+# Create, metadata and the validating→in_progress/failed transitions are ingest's; the
+# scheduler owns in_progress→cancelling and the cancel/expiry marks (`end_status`); results
+# owns →finalizing→completed|expired|cancelled, the file ids and the folded progress counters
+# (the scheduler adds cancelled/expired items to `failed_count` in the same transaction as it
+# marks them).
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("project_id", String(40), nullable=False),
+    Column("api_key_id", String(40), nullable=False),
+    Column("endpoint", String(64), nullable=False),
+    Column("input_file_id", String(40), nullable=False),
+    Column("completion_window", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("end_status", String(16), nullable=True),  # completed|cancelled|expired once decided
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("in_progress_at", Float, nullable=True),
+    Column("finalizing_at", Float, nullable=True),
+    Column("completed_at", Float, nullable=True),
+    Column("failed_at", Float, nullable=True),
+    Column("expired_at", Float, nullable=True),
+    Column("cancelling_at", Float, nullable=True),
+    Column("cancelled_at", Float, nullable=True),
+    Column("output_file_id", String(40), nullable=True),
+    Column("error_file_id", String(40), nullable=True),
+    Column("rejected_file_id", String(40), nullable=True),
+    Column("errors", Text, nullable=True),  # JSON list of {code, message, param, line}
+    Column("metadata", Text, nullable=True),  # JSON object
+    Column("model", String(200), nullable=True),
+    Column("priority_tier", Integer, nullable=False, server_default="0"),  # 1 = expedited
+    Column("priority", Integer, nullable=False, server_default="0"),  # higher runs first
+    Column("priority_spelling", String(40), nullable=True),  # JSON of what the client sent
+    Column("total", Integer, nullable=False, server_default="0"),
+    Column("rejected_count", Integer, nullable=False, server_default="0"),
+    Column("completed_count", Integer, nullable=False, server_default="0"),
+    Column("failed_count", Integer, nullable=False, server_default="0"),
+    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cached_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("reasoning_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("discount", Float, nullable=False, server_default="0"),
+    Column("webhook_url", String(2048), nullable=True),
+    Column("output_expires_after_s", Integer, nullable=True),
+    Column("traceparent", String(64), nullable=True),  # the create call's trace
+    # A results replica writing the files holds this lease; a lapsed one means it crashed.
+    Column("finalize_lease_until", Float, nullable=True),
+    Index("ix_batches_project_id", "project_id", "id"),
+    Index("ix_batches_status", "status"),
+)
+
+# Idempotency-Key → batch, per project (ingest).
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("project_id", String(40), primary_key=True),
+    Column("key", String(512), primary_key=True),
+    Column("request_hash", String(64), nullable=False),
+    Column("batch_id", String(40), nullable=True),  # null while the first create runs
+    Column("created_at", Float, nullable=False),
+)
+
+# --- shared: blob store (services.common.storage) ----------------------------------------------
+
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("size", BigInteger, nullable=False, server_default="0"),
+    Column("complete", Boolean, nullable=False, server_default=text("false")),
+    Column("owner", String(80), nullable=False),  # what is writing it (cleanup of partial blobs)
+    Column("created_at", Float, nullable=False),
+    Index("ix_blobs_owner", "owner"),
+)
+
+blob_chunks = Table(
+    "blob_chunks",
+    metadata,
+    Column("blob_id", String(40), ForeignKey("blobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
+# --- items: ingest inserts; scheduler owns queued/leased/cancelled/expired and the lease
+# columns; results owns succeeded/failed and the outcome columns. -----------------------------
+
+items = Table(
+    "items",
+    metadata,
+    Column("batch_id", String(40), primary_key=True),
+    Column("idx", Integer, primary_key=True, autoincrement=False),  # 0-based input order
+    Column("line", Integer, nullable=False),  # 1-based input line, blank lines counted
+    Column("custom_id", String(512), nullable=True),
+    # queued | leased | succeeded | failed | cancelled | expired | rejected
+    Column("state", String(16), nullable=False),
+    Column("attempt", Integer, nullable=False, server_default="0"),  # lease count = fencing token
+    Column("leased_by", String(80), nullable=True),
+    Column("lease_expires_at", Float, nullable=True),
+    Column("body", LargeBinary, nullable=True),  # request body JSON; null for rejected records
+    Column("traceparent", String(64), nullable=True),
+    # outcome
+    Column("status_code", Integer, nullable=True),
+    Column("response", LargeBinary, nullable=True),  # upstream body JSON
+    Column("request_id", String(200), nullable=True),
+    Column("error_code", String(64), nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("model_used", String(200), nullable=True),
+    Column("provider", String(80), nullable=True),
+    Column("prompt_tokens", Integer, nullable=False, server_default="0"),
+    Column("completion_tokens", Integer, nullable=False, server_default="0"),
+    Column("cached_tokens", Integer, nullable=False, server_default="0"),
+    Column("reasoning_tokens", Integer, nullable=False, server_default="0"),
+    Column("cost_usd", Float, nullable=False, server_default="0"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("latency_ms", Integer, nullable=True),
+    Column("finished_at", Float, nullable=True),
+    # Leasing walks only queued rows; without this each lease re-scans leased ones.
+    Index(
+        "ix_items_queued",
+        "batch_id",
+        "idx",
+        sqlite_where=text("state = 'queued'"),
+        postgresql_where=text("state = 'queued'"),
+    ),
+    Index(
+        "ix_items_leased",
+        "lease_expires_at",
+        sqlite_where=text("state = 'leased'"),
+        postgresql_where=text("state = 'leased'"),
+    ),
+)
+
+# --- owned by results ------------------------------------------------------------------------
+
+usage_events = Table(
+    "usage_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    Column("source", String(16), nullable=False),  # "batch"
+    Column("project_id", String(40), nullable=False),
+    Column("api_key_id", String(40), nullable=False),
+    Column("batch_id", String(40), nullable=False),
+    Column("item_idx", Integer, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("reasoning_tokens", Integer, nullable=False),
+    Column("cost_usd", Float, nullable=False),
+    Index("ix_usage_project_time", "project_id", "created_at"),
+    Index("ix_usage_key", "api_key_id"),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("batch_id", String(40), nullable=False),
+    Column("project_id", String(40), nullable=False),
+    Column("url", String(2048), nullable=False),
+    Column("event_type", String(40), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # pending | delivered | failed
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("last_status_code", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("next_attempt_at", Float, nullable=True),
+    Column("delivered_at", Float, nullable=True),
+    Index("ix_webhooks_due", "status", "next_attempt_at"),
+    Index("ix_webhooks_batch", "batch_id"),
+)

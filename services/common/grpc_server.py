@@ -1,0 +1,190 @@
+"""Hosting gRPC services: one server per service, the auth/error wrapper, health, shutdown.
+
+Every handler runs inside `_Wrapper`, which (for public services) verifies the API key and
+sets `auth.current_principal`, and turns an `ApiError` (or any unexpected exception) into a
+gRPC abort carrying the OpenAI error envelope for Envoy (see `errors`). Several services can
+share one process (the embedded mode hosts ingest, scheduler and results together), each on
+its own port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+
+from services.common import auth, errors, telemetry
+from services.common.config import Settings
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PREFIX = "/batchgate.v1."
+
+
+def channel_options(settings: Settings) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", settings.grpc_max_message_bytes),
+        ("grpc.max_receive_message_length", settings.grpc_max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.http2.max_pings_without_data", 0),
+        # Reconnect quickly when a peer restarts (the default first backoff is a full second).
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+    ]
+
+
+@dataclass
+class ServiceHost:
+    """What a service package hands to `run_hosts`: its servicers and background loops."""
+
+    name: str
+    port: int
+    register: Callable[[grpc.aio.Server], list[str]]
+    """Adds the servicers; returns their full service names (for health)."""
+    public: bool = False
+    """Public services require an API key on every call."""
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Loops started after the server and cancelled at shutdown."""
+    before_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Graceful-stop hooks, awaited while the server still answers (e.g. drain work)."""
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Cleanup after the server stopped (close channels and clients)."""
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: errors.ApiError) -> None:
+    await context.abort(exc.grpc_code, exc.message, trailing_metadata=exc.trailing_metadata())
+
+
+def _internal_error(method: str) -> errors.ApiError:
+    log.exception("unhandled error in %s", method)
+    return errors.ApiError(500, "The server had an error while processing your request.", "server_error")
+
+
+class _Wrapper(grpc.aio.ServerInterceptor):
+    def __init__(self, verifier: auth.KeyVerifier | None) -> None:
+        self._verifier = verifier
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method
+        verifier = self._verifier if method.startswith(PUBLIC_PREFIX) else None
+
+        async def enter(context: grpc.aio.ServicerContext) -> None:
+            if verifier is not None:
+                metadata = context.invocation_metadata() or ()
+                auth.current_principal.set(await verifier.verify(auth.key_from_metadata(metadata)))
+
+        def guard(behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                with telemetry.server_span(method, context):
+                    try:
+                        await enter(context)
+                        return await behaviour(request, context)
+                    except errors.ApiError as exc:
+                        await _abort(context, exc)
+                    except (grpc.aio.AbortError, asyncio.CancelledError):
+                        raise
+                    except Exception:
+                        await _abort(context, _internal_error(method))
+
+            return call
+
+        def guard_stream(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                with telemetry.server_span(method, context):
+                    try:
+                        await enter(context)
+                        async for message in behaviour(request, context):
+                            yield message
+                    except errors.ApiError as exc:
+                        await _abort(context, exc)
+                    except (grpc.aio.AbortError, asyncio.CancelledError):
+                        raise
+                    except Exception:
+                        await _abort(context, _internal_error(method))
+
+            return call
+
+        serializers = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(guard(handler.unary_unary), **serializers)
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(guard(handler.stream_unary), **serializers)
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(guard_stream(handler.unary_stream), **serializers)
+        return grpc.stream_stream_rpc_method_handler(guard_stream(handler.stream_stream), **serializers)
+
+
+async def run_hosts(
+    hosts: Sequence[ServiceHost],
+    settings: Settings,
+    verifier: auth.KeyVerifier | None,
+    stop: asyncio.Event | None = None,
+    grace_s: float = 5.0,
+) -> None:
+    """Serve every host until SIGINT/SIGTERM (or `stop` is set), then shut down gracefully."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    started: list[tuple[ServiceHost, grpc.aio.Server, health_aio.HealthServicer, list[str]]] = []
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for host in hosts:
+            server = grpc.aio.server(
+                interceptors=[_Wrapper(verifier if host.public else None)], options=channel_options(settings)
+            )
+            names = host.register(server)
+            health = health_aio.HealthServicer()
+            health_pb2_grpc.add_HealthServicer_to_server(health, server)
+            bound = server.add_insecure_port(f"{settings.host}:{host.port}")
+            if bound == 0:
+                raise RuntimeError(f"{host.name}: cannot listen on {settings.host}:{host.port}")
+            await server.start()
+            for name in ["", *names]:
+                await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            started.append((host, server, health, names))
+            tasks += [asyncio.create_task(loop_fn(), name=f"{host.name}-bg") for loop_fn in host.background]
+            log.info("%s serving on %s:%d", host.name, settings.host, host.port)
+        waiter = asyncio.create_task(stop.wait())
+        pending: set[asyncio.Task[Any]] = {waiter, *tasks}
+        while not waiter.done():
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:  # a background loop may end; one that fails ends the process
+                if task is not waiter and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+    finally:
+        for _host, _server, health, names in started:
+            for name in ["", *names]:
+                await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        for host, *_ in started:
+            for hook in host.before_stop:
+                try:
+                    await asyncio.wait_for(hook(), grace_s * 3)
+                except Exception:
+                    log.exception("%s: graceful stop failed", host.name)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(server.stop(grace_s) for _h, server, _hs, _n in started))
+        for host, *_ in started:
+            for hook in host.on_stop:
+                await hook()

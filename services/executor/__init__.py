@@ -1,0 +1,1 @@
+"""Executor service: runs leased items against upstream providers (no database connection)."""

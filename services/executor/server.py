@@ -1,0 +1,43 @@
+"""Executor service entry: `batchgate serve executor`."""
+
+from __future__ import annotations
+
+import grpc
+
+from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_grpc, scheduler_pb2_grpc
+from services.common import rpc_client
+from services.common.config import Settings
+from services.common.grpc_server import ServiceHost
+from services.executor.runner import ItemRunner
+from services.executor.servicer import ExecutorServicer
+from services.executor.worker import Executor
+
+
+def build(settings: Settings, port: int | None = None) -> ServiceHost:
+    scheduler_channel = rpc_client.channel(settings, "scheduler")
+    results_channel = rpc_client.channel(settings, "results")
+    runner = ItemRunner(settings)
+    executor = Executor(
+        settings,
+        scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel),
+        recorder_pb2_grpc.RecorderServiceStub(results_channel),
+        runner,
+    )
+
+    def register(server: grpc.aio.Server) -> list[str]:
+        executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(executor), server)
+        return [executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name]
+
+    async def stop() -> None:
+        await runner.close()
+        await scheduler_channel.close()
+        await results_channel.close()
+
+    return ServiceHost(
+        name="executor",
+        port=settings.executor_port if port is None else port,
+        register=register,
+        background=[executor.run],
+        before_stop=[executor.shutdown],
+        on_stop=[stop],
+    )

@@ -1,0 +1,237 @@
+"""The executor's loop: lease items, run them concurrently, report outcomes in groups.
+
+- Leasing long-polls the scheduler for as many items as there are free slots.
+- Every leased item occupies a slot until results has acknowledged its outcome, so leases
+  are renewed (every third of the lease time) for as long as the item is ours.
+- Outcomes are sent in groups (at most `result_batch_max`, at least every `result_flush_ms`);
+  a failed send is retried, and a repeat is harmless (results deduplicates by fencing token).
+- A lease reported lost (it lapsed and someone else took the item) cancels the local run.
+- On shutdown, leasing stops, running items get a grace period, the rest are handed back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+import grpc
+
+from batchgate.internal.v1 import (
+    items_pb2,
+    recorder_pb2,
+    recorder_pb2_grpc,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+)
+from services.common.config import Settings
+from services.executor.runner import ItemRunner
+
+log = logging.getLogger(__name__)
+
+RPC_RETRY_S = 0.5
+SHUTDOWN_GRACE_S = 10.0
+
+Key = tuple[str, int]
+
+
+@dataclass
+class _Slot:
+    ref: items_pb2.ItemRef
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class Stats:
+    finished: int = 0
+    refused: int = 0
+
+
+@dataclass
+class Executor:
+    settings: Settings
+    scheduler: scheduler_pb2_grpc.SchedulerServiceStub
+    recorder: recorder_pb2_grpc.RecorderServiceStub
+    runner: ItemRunner
+    executor_id: str = field(default_factory=lambda: f"executor-{uuid.uuid4().hex[:12]}")
+    stats: Stats = field(default_factory=Stats)
+
+    def __post_init__(self) -> None:
+        self._slots: dict[Key, _Slot] = {}
+        self._outbox: list[recorder_pb2.Outcome] = []
+        self._outbox_ready = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._stopped = asyncio.Event()
+
+    @property
+    def capacity(self) -> int:
+        return self.settings.executor_concurrency
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._slots)
+
+    async def run(self) -> None:
+        helpers = [
+            asyncio.create_task(self._flush_loop(), name="flush"),
+            asyncio.create_task(self._renew_loop(), name="renew"),
+        ]
+        try:
+            await self._lease_loop()
+            await self._drain()
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            self._stopped.set()
+
+    async def shutdown(self) -> None:
+        """Stop leasing, let running items finish (or hand them back), report what finished."""
+        self._stopping.set()
+        await self._stopped.wait()
+
+    async def _lease_loop(self) -> None:
+        while not self._stopping.is_set():
+            free = self.capacity - len(self._slots)
+            if free <= 0:
+                self._slot_freed.clear()
+                await _wait_any(self._slot_freed, self._stopping)
+                continue
+            call = asyncio.ensure_future(
+                self.scheduler.LeaseItems(
+                    scheduler_pb2.LeaseItemsRequest(
+                        executor_id=self.executor_id,
+                        max_items=min(free, self.settings.lease_max_items),
+                        wait_ms=self.settings.lease_wait_ms,
+                    ),
+                    timeout=self.settings.lease_wait_ms / 1000 + 30,
+                )
+            )
+            stopping = asyncio.ensure_future(self._stopping.wait())
+            await asyncio.wait([call, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not call.done():  # shutting down mid-poll; anything it leased lapses and re-runs
+                call.cancel()
+                break
+            try:
+                answer = call.result()
+            except grpc.aio.AioRpcError as exc:
+                log.warning("LeaseItems failed (%s); retrying", exc.code())
+                await _sleep_unless(self._stopping, RPC_RETRY_S)
+                continue
+            for item in answer.items:
+                slot = _Slot(ref=item.ref)
+                self._slots[(item.ref.batch_id, item.ref.index)] = slot
+                slot.task = asyncio.create_task(self._run_item(item))
+
+    async def _run_item(self, item: scheduler_pb2.LeasedItem) -> None:
+        try:
+            outcome = await self.runner.run(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in an adapter must not lose the item: record it failed
+            log.exception("running %s/%d failed", item.ref.batch_id, item.ref.index)
+            outcome = recorder_pb2.Outcome(
+                ref=item.ref,
+                state=recorder_pb2.OUTCOME_STATE_FAILED,
+                error_code="internal_error",
+                error_message=repr(exc)[:500],
+                model=item.model,
+            )
+        self._outbox.append(outcome)
+        if len(self._outbox) >= self.settings.result_batch_max:
+            self._outbox_ready.set()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await _sleep_unless(self._outbox_ready, self.settings.result_flush_ms / 1000)
+            self._outbox_ready.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send every waiting outcome; on failure keep them for the next round."""
+        while self._outbox:
+            group = self._outbox[: self.settings.result_batch_max]
+            try:
+                answer = await self.recorder.RecordResults(
+                    recorder_pb2.RecordResultsRequest(executor_id=self.executor_id, outcomes=group),
+                    timeout=30,
+                )
+            except grpc.aio.AioRpcError as exc:
+                log.warning("RecordResults failed (%s); retrying", exc.code())
+                await asyncio.sleep(RPC_RETRY_S)
+                return
+            del self._outbox[: len(group)]
+            self.stats.finished += answer.accepted + answer.duplicates
+            self.stats.refused += len(answer.refused)
+            for outcome in group:
+                self._slots.pop((outcome.ref.batch_id, outcome.ref.index), None)
+            self._slot_freed.set()
+
+    async def _renew_loop(self) -> None:
+        interval = self.settings.lease_ttl_s / 3
+        while True:
+            await asyncio.sleep(interval)
+            refs = [slot.ref for slot in self._slots.values()]
+            if not refs:
+                continue
+            try:
+                answer = await self.scheduler.RenewLeases(
+                    scheduler_pb2.RenewLeasesRequest(executor_id=self.executor_id, items=refs),
+                    timeout=interval,
+                )
+            except grpc.aio.AioRpcError as exc:
+                log.warning("RenewLeases failed (%s)", exc.code())
+                continue
+            for ref in answer.lost:
+                self._abandon((ref.batch_id, ref.index), "lease lost")
+
+    def _abandon(self, key: Key, why: str) -> None:
+        slot = self._slots.pop(key, None)
+        if slot is None:
+            return
+        log.warning("dropping %s/%d: %s", key[0], key[1], why)
+        if slot.task is not None and not slot.task.done():
+            slot.task.cancel()
+        self._outbox = [o for o in self._outbox if (o.ref.batch_id, o.ref.index) != key]
+        self._slot_freed.set()
+
+    async def _drain(self) -> None:
+        running = [s.task for s in self._slots.values() if s.task is not None and not s.task.done()]
+        if running:
+            log.info("waiting up to %.0fs for %d running items", SHUTDOWN_GRACE_S, len(running))
+            _done, pending = await asyncio.wait(running, timeout=SHUTDOWN_GRACE_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self.flush()
+        finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox}
+        unfinished = [
+            s.ref
+            for k, s in self._slots.items()
+            if k not in finished and (s.task is None or s.task.cancelled())
+        ]
+        if unfinished:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.scheduler.ReleaseItems(
+                    scheduler_pb2.ReleaseItemsRequest(executor_id=self.executor_id, items=unfinished),
+                    timeout=5,
+                )
+                log.info("handed back %d unfinished items", len(unfinished))
+
+
+async def _wait_any(*events: asyncio.Event) -> None:
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)

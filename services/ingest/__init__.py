@@ -1,0 +1,1 @@
+"""Ingest service: the public Files and Batches APIs (uploads, validation, batch creation)."""

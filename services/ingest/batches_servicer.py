@@ -1,0 +1,129 @@
+"""BatchService: create, get, list, cancel and update metadata."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+import orjson
+from sqlalchemy import Row, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.v1 import batches_pb2, batches_pb2_grpc
+from services.common import errors
+from services.common import proto_values as pv
+from services.common.auth import principal
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.db.schema import batches
+from services.ingest.batch_create import BatchCreator, check_metadata
+from services.ingest.views import batch_message
+
+log = logging.getLogger(__name__)
+
+
+async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
+    """The caller's batch `ident`, or 404 (unknown or another project's; never a hint it exists)."""
+    row = (
+        await conn.execute(
+            select(batches).where(
+                batches.c.id == ident, batches.c.project_id == project_id, batches.c.status != "validating"
+            )
+        )
+    ).first()
+    if row is None:
+        raise errors.not_found("batch", ident, "batch_id")
+    return row
+
+
+class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
+    def __init__(
+        self, settings: Settings, db: Database, scheduler: scheduler_pb2_grpc.SchedulerServiceStub
+    ) -> None:
+        self._settings = settings
+        self._db = db
+        self._scheduler = scheduler
+        self._creator = BatchCreator(settings, db)
+
+    async def CreateBatch(
+        self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        result = await self._creator.create(principal(), request)
+        try:
+            await self._scheduler.SubmitBatch(
+                scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
+            )
+        except grpc.aio.AioRpcError as exc:
+            # The batch is stored: answering an error now would make the SDK retry and create a
+            # second one. The scheduler's poll finds the batch without the wake-up.
+            log.warning(
+                "SubmitBatch(%s) failed: %s; the scheduler will pick it up by polling",
+                result.batch.id,
+                exc.code(),
+            )
+        message = batch_message(result.batch)
+        message.rejected_records.extend(
+            r.message_proto() for r in result.rejections[: self._settings.rejected_preview_max]
+        )
+        return message
+
+    async def GetBatch(
+        self, request: batches_pb2.GetBatchRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        async with self._db.read() as conn:
+            return batch_message(await visible_batch(conn, principal().project_id, request.batch_id))
+
+    async def ListBatches(
+        self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.ListBatchesResponse:
+        limit = request.limit or 20
+        if not 1 <= limit <= 100:
+            raise errors.invalid("'limit' must be between 1 and 100.", "invalid_limit", "limit")
+        query = select(batches).where(
+            batches.c.project_id == principal().project_id, batches.c.status != "validating"
+        )
+        if request.after:
+            query = query.where(batches.c.id < request.after)
+        async with self._db.read() as conn:
+            rows = (await conn.execute(query.order_by(batches.c.id.desc()).limit(limit + 1))).all()
+        page = [batch_message(r) for r in rows[:limit]]
+        return batches_pb2.ListBatchesResponse(
+            object="list",
+            data=page,
+            has_more=len(rows) > limit,
+            first_id=pv.string_or_null(page[0].id if page else None),
+            last_id=pv.string_or_null(page[-1].id if page else None),
+        )
+
+    async def CancelBatch(
+        self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        project = principal().project_id
+        async with self._db.read() as conn:
+            row = await visible_batch(conn, project, request.batch_id)
+        if row.status in ("in_progress", "validating"):
+            await self._scheduler.CancelBatch(scheduler_pb2.CancelBatchRequest(batch_id=row.id), timeout=10)
+        async with self._db.read() as conn:
+            row = await visible_batch(conn, project, request.batch_id)
+        if row.status not in ("cancelling", "cancelled") and row.end_status != "cancelled":
+            raise errors.conflict(
+                f"Batch '{row.id}' is {row.status} and can no longer be cancelled.", "batch_not_cancellable"
+            )
+        return batch_message(row)
+
+    async def UpdateBatchMetadata(
+        self, request: batches_pb2.UpdateBatchMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        metadata = dict(request.metadata)
+        check_metadata(metadata)
+        project = principal().project_id
+        async with self._db.write() as conn:
+            row = await visible_batch(conn, project, request.batch_id)
+            await conn.execute(
+                update(batches)
+                .where(batches.c.id == row.id)
+                .values(metadata=orjson.dumps(metadata).decode() if metadata else None)
+            )
+            return batch_message(await visible_batch(conn, project, request.batch_id))

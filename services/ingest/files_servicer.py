@@ -1,0 +1,188 @@
+"""FilesService: upload, list, get, delete and download files."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from google.api import httpbody_pb2
+from sqlalchemy import Row, and_, delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.v1 import files_pb2, files_pb2_grpc
+from services.common import errors
+from services.common.auth import principal
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.db.schema import batches, files
+from services.common.ids import file_id
+from services.common.storage import BlobWriter, delete_blob, read_blob
+from services.ingest.upload import receive_upload
+from services.ingest.views import file_message
+
+ACCEPTED_PURPOSES = ("batch",)
+MIN_EXPIRY_S = 3600
+MAX_EXPIRY_S = 30 * 24 * 3600
+OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
+JSONL = "application/jsonl"
+
+
+async def visible_file(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
+    """The caller's file `ident`, or 404 (unknown, another project's, or expired)."""
+    row = (
+        await conn.execute(select(files).where(files.c.id == ident, files.c.project_id == project_id))
+    ).first()
+    if row is None or (row.expires_at is not None and row.expires_at <= time.time()):
+        raise errors.not_found("file", ident, "file_id")
+    return row
+
+
+def _expiry(fields: dict[str, str], created_at: float, default_days: int) -> float:
+    anchor = fields.get("expires_after[anchor]")
+    seconds = fields.get("expires_after[seconds]")
+    if anchor is None and seconds is None:
+        return created_at + default_days * 86400
+    if anchor != "created_at":
+        raise errors.invalid(
+            "'expires_after[anchor]' must be 'created_at'.", "invalid_expires_after", "expires_after[anchor]"
+        )
+    try:
+        value = int(seconds or "")
+    except ValueError:
+        value = -1
+    if not MIN_EXPIRY_S <= value <= MAX_EXPIRY_S:
+        raise errors.invalid(
+            f"'expires_after[seconds]' must be an integer between {MIN_EXPIRY_S} and {MAX_EXPIRY_S}.",
+            "invalid_expires_after",
+            "expires_after[seconds]",
+        )
+    return created_at + value
+
+
+async def _body_chunks(requests: AsyncIterator[httpbody_pb2.HttpBody]) -> AsyncIterator[tuple[str, bytes]]:
+    async for message in requests:
+        yield message.content_type, message.data
+
+
+class FilesServicer(files_pb2_grpc.FilesServiceServicer):
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self._settings = settings
+        self._db = db
+
+    async def CreateFile(
+        self, request_iterator: AsyncIterator[httpbody_pb2.HttpBody], context: grpc.aio.ServicerContext
+    ) -> files_pb2.File:
+        caller = principal()
+        writer = BlobWriter(self._db, owner=f"upload:{caller.project_id}")
+        try:
+            upload = await receive_upload(
+                _body_chunks(request_iterator), writer, self._settings.max_file_bytes
+            )
+            purpose = upload.fields.get("purpose")
+            if purpose not in ACCEPTED_PURPOSES:
+                raise errors.invalid(
+                    f"'purpose' must be one of {list(ACCEPTED_PURPOSES)}, not {purpose!r}.",
+                    "invalid_purpose",
+                    "purpose",
+                )
+            if upload.size == 0:
+                raise errors.invalid("The file is empty.", "empty_file", "file")
+            now = time.time()
+            expires_at = _expiry(upload.fields, now, self._settings.file_expiry_days)
+            ident = file_id()
+            async with self._db.write() as conn:
+                blob = await writer.finish(conn)
+                await conn.execute(
+                    insert(files).values(
+                        id=ident,
+                        project_id=caller.project_id,
+                        filename=upload.filename or "upload.jsonl",
+                        purpose=purpose,
+                        bytes=upload.size,
+                        line_count=upload.line_count,
+                        blob_id=blob,
+                        status="processed",
+                        created_at=now,
+                        expires_at=expires_at,
+                    )
+                )
+                row = (await conn.execute(select(files).where(files.c.id == ident))).one()
+        except BaseException:
+            await writer.abort()
+            raise
+        return file_message(row)
+
+    async def ListFiles(
+        self, request: files_pb2.ListFilesRequest, context: grpc.aio.ServicerContext
+    ) -> files_pb2.ListFilesResponse:
+        caller = principal()
+        limit = request.limit or 10_000
+        if not 1 <= limit <= 10_000:
+            raise errors.invalid("'limit' must be between 1 and 10000.", "invalid_limit", "limit")
+        order = request.order or "desc"
+        if order not in ("asc", "desc"):
+            raise errors.invalid("'order' must be 'asc' or 'desc'.", "invalid_order", "order")
+        now = time.time()
+        query = select(files).where(
+            files.c.project_id == caller.project_id,
+            (files.c.expires_at.is_(None)) | (files.c.expires_at > now),
+        )
+        if request.purpose:
+            query = query.where(files.c.purpose == request.purpose)
+        if request.after:
+            query = query.where(files.c.id > request.after if order == "asc" else files.c.id < request.after)
+        query = query.order_by(files.c.id.asc() if order == "asc" else files.c.id.desc()).limit(limit + 1)
+        async with self._db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        page = [file_message(r) for r in rows[:limit]]
+        from services.common import proto_values as pv
+
+        return files_pb2.ListFilesResponse(
+            object="list",
+            data=page,
+            has_more=len(rows) > limit,
+            first_id=pv.string_or_null(page[0].id if page else None),
+            last_id=pv.string_or_null(page[-1].id if page else None),
+        )
+
+    async def GetFile(
+        self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext
+    ) -> files_pb2.File:
+        async with self._db.read() as conn:
+            return file_message(await visible_file(conn, principal().project_id, request.file_id))
+
+    async def DeleteFile(
+        self, request: files_pb2.DeleteFileRequest, context: grpc.aio.ServicerContext
+    ) -> files_pb2.DeleteFileResponse:
+        caller = principal()
+        async with self._db.write() as conn:
+            row = await visible_file(conn, caller.project_id, request.file_id)
+            reader = (
+                await conn.execute(
+                    select(batches.c.id)
+                    .where(and_(batches.c.input_file_id == row.id, batches.c.status.in_(OPEN_BATCH_STATUSES)))
+                    .limit(1)
+                )
+            ).scalar()
+            if reader is not None:
+                raise errors.conflict(
+                    f"File '{row.id}' is the input of batch '{reader}', which is still running.",
+                    "file_in_use",
+                )
+            await conn.execute(delete(files).where(files.c.id == row.id))
+            await delete_blob(conn, row.blob_id)
+        return files_pb2.DeleteFileResponse(id=row.id, object="file", deleted=True)
+
+    async def GetFileContent(
+        self, request: files_pb2.GetFileContentRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[httpbody_pb2.HttpBody]:
+        async with self._db.read() as conn:
+            row = await visible_file(conn, principal().project_id, request.file_id)
+        first = True
+        async for chunk in read_blob(self._db, row.blob_id):
+            yield httpbody_pb2.HttpBody(content_type=JSONL if first else "", data=chunk)
+            first = False
+        if first:  # empty output: still answer with the content type
+            yield httpbody_pb2.HttpBody(content_type=JSONL, data=b"")

@@ -1,0 +1,49 @@
+"""Ingest's periodic housekeeping: interrupted creates, abandoned uploads, expired files."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from sqlalchemy import delete, select
+
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.db.schema import files
+from services.common.storage import delete_blob, reclaim_abandoned
+from services.ingest.batch_create import sweep_stale_creates
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL_S = 60.0
+EXPIRED_PER_SWEEP = 500
+
+
+async def delete_expired_files(db: Database) -> int:
+    """Reclaim the content of files past their `expires_at` (they already read as 404)."""
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(
+                select(files.c.id, files.c.blob_id)
+                .where(files.c.expires_at <= time.time())
+                .limit(EXPIRED_PER_SWEEP)
+            )
+        ).all()
+    for row in rows:
+        async with db.write() as conn:
+            await conn.execute(delete(files).where(files.c.id == row.id))
+            await delete_blob(conn, row.blob_id)
+    return len(rows)
+
+
+async def run_sweeps(settings: Settings, db: Database, interval_s: float = SWEEP_INTERVAL_S) -> None:
+    while True:
+        try:
+            await sweep_stale_creates(db, settings.validating_timeout_s)
+            await reclaim_abandoned(db, settings.validating_timeout_s, owner_prefix="upload:")
+            await reclaim_abandoned(db, settings.validating_timeout_s, owner_prefix="inline:")
+            await delete_expired_files(db)
+        except Exception:
+            log.exception("ingest sweep failed")
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,133 @@
+"""Per-record validation of batch input lines: each record is accepted or rejected alone.
+
+`RecordChecker.check(line_number, raw)` is pure apart from the state a batch needs across
+records (custom_ids seen, the batch's model). Codes are stable, machine-readable strings;
+messages say what to fix and are cut to `MAX_MESSAGE_BYTES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from services.common.config import Settings
+
+MAX_MESSAGE_BYTES = 512
+
+
+def clip(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """`message` cut to `limit` UTF-8 bytes, ending in '...' when cut."""
+    raw = message.encode()
+    if len(raw) <= limit:
+        return message
+    return raw[: limit - 3].decode("utf-8", "ignore") + "..."
+
+
+@dataclass(frozen=True)
+class Accepted:
+    custom_id: str
+    body: bytes
+    model: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    code: str
+    message: str
+    custom_id: str | None
+
+
+@dataclass
+class RecordChecker:
+    """Checks the records of one batch against its endpoint and the offered models."""
+
+    settings: Settings
+    endpoint: str
+    seen_custom_ids: set[str] = field(default_factory=set)
+    model: str | None = None
+
+    def _reject(self, code: str, message: str, custom_id: str | None = None) -> Rejected:
+        return Rejected(code, clip(message), custom_id)
+
+    def check(self, raw: bytes) -> Accepted | Rejected:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return self._reject("invalid_json_line", f"The line is not valid JSON: {exc}.")
+        if not isinstance(record, dict):
+            return self._reject("invalid_record", "Each line must be a JSON object.")
+        return self._check_record(record)
+
+    def _check_record(self, record: dict[str, Any]) -> Accepted | Rejected:
+        custom_id = record.get("custom_id")
+        if custom_id is None or custom_id == "":
+            return self._reject("missing_custom_id", "The record has no 'custom_id'.")
+        if not isinstance(custom_id, str):
+            return self._reject("invalid_custom_id", "'custom_id' must be a string.")
+        if len(custom_id) > self.settings.max_custom_id_length:
+            return self._reject(
+                "invalid_custom_id",
+                f"'custom_id' is longer than {self.settings.max_custom_id_length} characters.",
+                custom_id,
+            )
+        if custom_id in self.seen_custom_ids:
+            return self._reject(
+                "duplicate_custom_id",
+                f"'custom_id' {custom_id!r} appears more than once in this batch.",
+                custom_id,
+            )
+        rejected = self._check_request(record, custom_id)
+        if isinstance(rejected, Rejected):
+            return rejected
+        body, model = rejected
+        self.seen_custom_ids.add(custom_id)
+        if self.model is None:
+            self.model = model
+        return Accepted(custom_id, body, model)
+
+    def _check_request(self, record: dict[str, Any], custom_id: str) -> Rejected | tuple[bytes, str]:
+        method = record.get("method", "POST")
+        if method != "POST":
+            return self._reject("invalid_method", f"'method' must be POST, not {method!r}.", custom_id)
+        url = record.get("url", self.endpoint)
+        if url != self.endpoint:
+            return self._reject(
+                "url_mismatch",
+                f"'url' {url!r} does not match the batch endpoint {self.endpoint!r}.",
+                custom_id,
+            )
+        body = record.get("body")
+        if not isinstance(body, dict):
+            return self._reject("invalid_body", "'body' must be a JSON object.", custom_id)
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return self._reject("missing_model", "'body.model' must be a non-empty string.", custom_id)
+        offered = self.settings.model(model)
+        if offered is None:
+            return self._reject(
+                "model_not_found", f"The model {model!r} is not offered by this gateway.", custom_id
+            )
+        if offered.endpoints and self.endpoint not in offered.endpoints:
+            return self._reject(
+                "model_not_found", f"The model {model!r} does not serve {self.endpoint}.", custom_id
+            )
+        if self.model is not None and model != self.model:
+            return self._reject(
+                "model_mismatch",
+                f"Every record of a batch must use the same model: expected {self.model!r}, got {model!r}.",
+                custom_id,
+            )
+        if body.get("stream") is True:
+            return self._reject(
+                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
+            )
+        encoded = orjson.dumps(body)
+        if len(encoded) > self.settings.max_record_bytes:
+            return self._reject(
+                "record_too_large",
+                f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
+                custom_id,
+            )
+        return encoded, model

@@ -1,0 +1,72 @@
+"""Database rows → public API messages (the OpenAI object shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import Row
+
+from batchgate.v1 import batches_pb2, files_pb2
+from services.common import proto_values as pv
+
+
+def file_message(row: Row[Any]) -> files_pb2.File:
+    return files_pb2.File(
+        id=row.id,
+        object="file",
+        bytes=int(row.bytes),
+        created_at=int(row.created_at),
+        filename=row.filename,
+        purpose=row.purpose,
+        status=row.status,
+        expires_at=pv.number_or_null(row.expires_at),
+        status_details=pv.null(),
+    )
+
+
+def _priority(row: Row[Any]) -> Any:
+    if row.priority_spelling:
+        return orjson.loads(row.priority_spelling)
+    return "expedited" if row.priority_tier else "standard"
+
+
+def batch_message(row: Row[Any]) -> batches_pb2.Batch:
+    errors_list = orjson.loads(row.errors) if row.errors else None
+    return batches_pb2.Batch(
+        id=row.id,
+        object="batch",
+        endpoint=row.endpoint,
+        input_file_id=row.input_file_id,
+        completion_window=row.completion_window,
+        status=row.status,
+        output_file_id=pv.string_or_null(row.output_file_id),
+        error_file_id=pv.string_or_null(row.error_file_id),
+        created_at=int(row.created_at),
+        in_progress_at=pv.number_or_null(row.in_progress_at),
+        expires_at=pv.number_or_null(row.expires_at),
+        finalizing_at=pv.number_or_null(row.finalizing_at),
+        completed_at=pv.number_or_null(row.completed_at),
+        failed_at=pv.number_or_null(row.failed_at),
+        expired_at=pv.number_or_null(row.expired_at),
+        cancelling_at=pv.number_or_null(row.cancelling_at),
+        cancelled_at=pv.number_or_null(row.cancelled_at),
+        request_counts=batches_pb2.RequestCounts(
+            total=row.total, completed=row.completed_count, failed=row.failed_count
+        ),
+        metadata=pv.from_python(orjson.loads(row.metadata) if row.metadata else None),
+        errors=pv.from_python({"object": "list", "data": errors_list} if errors_list else None),
+        model=pv.string_or_null(row.model),
+        usage=batches_pb2.BatchUsage(
+            input_tokens=row.input_tokens,
+            input_tokens_details=batches_pb2.InputTokensDetails(cached_tokens=row.cached_tokens),
+            output_tokens=row.output_tokens,
+            output_tokens_details=batches_pb2.OutputTokensDetails(reasoning_tokens=row.reasoning_tokens),
+            total_tokens=row.input_tokens + row.output_tokens,
+        ),
+        priority=pv.from_python(_priority(row)),
+        rejected_count=row.rejected_count,
+        rejected_records_file_id=pv.string_or_null(row.rejected_file_id),
+        webhook_url=pv.string_or_null(row.webhook_url),
+        cost=batches_pb2.BatchCost(currency="usd", amount=row.cost_usd, discount=row.discount),
+    )

@@ -1,0 +1,1 @@
+"""Results service: exactly-once outcome records, output/error files, the results endpoint."""

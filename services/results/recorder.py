@@ -1,0 +1,204 @@
+"""Storing outcomes exactly once, and keeping each batch's progress current.
+
+Per batch in a RecordResults group, in one transaction: read the items' lease state (locked
+on PostgreSQL), accept the outcomes whose fencing token is the current lease, store them with
+one executemany, add one usage event per accepted item, and fold the group's counts, tokens
+and cost into the batch row with one UPDATE. A repeat of an already stored outcome (same
+token) is acknowledged as a duplicate; anything else stale is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import bindparam, insert, select, update
+
+from batchgate.internal.v1 import items_pb2, recorder_pb2
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.db.dialect import lock_rows
+from services.common.db.schema import batches, items, usage_events
+from services.results.pricing import item_cost
+
+SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
+FAILED = recorder_pb2.OUTCOME_STATE_FAILED
+TERMINAL_ITEM_STATES = ("succeeded", "failed")
+
+
+@dataclass
+class RecordSummary:
+    accepted: int = 0
+    duplicates: int = 0
+    refused: list[items_pb2.ItemRef] = field(default_factory=list)
+    settled: list[str] = field(default_factory=list)  # batches with nothing open any more
+
+
+_STORE = (
+    update(items)
+    .where(
+        items.c.batch_id == bindparam("b_batch"),
+        items.c.idx == bindparam("b_idx"),
+        items.c.attempt == bindparam("b_attempt"),
+        items.c.state == "leased",
+    )
+    .values(
+        state=bindparam("state"),
+        status_code=bindparam("status_code"),
+        response=bindparam("response"),
+        request_id=bindparam("request_id"),
+        error_code=bindparam("error_code"),
+        error_message=bindparam("error_message"),
+        model_used=bindparam("model_used"),
+        provider=bindparam("provider"),
+        prompt_tokens=bindparam("prompt_tokens"),
+        completion_tokens=bindparam("completion_tokens"),
+        cached_tokens=bindparam("cached_tokens"),
+        reasoning_tokens=bindparam("reasoning_tokens"),
+        cost_usd=bindparam("cost_usd"),
+        attempts=bindparam("attempts"),
+        latency_ms=bindparam("latency_ms"),
+        finished_at=bindparam("finished_at"),
+        leased_by=None,
+        lease_expires_at=None,
+    )
+)
+
+
+class Recorder:
+    def __init__(self, settings: Settings, db: Database) -> None:
+        self._settings = settings
+        self._db = db
+
+    async def record(self, outcomes: Sequence[recorder_pb2.Outcome]) -> RecordSummary:
+        by_batch: dict[str, list[recorder_pb2.Outcome]] = defaultdict(list)
+        for outcome in outcomes:
+            by_batch[outcome.ref.batch_id].append(outcome)
+        summary = RecordSummary()
+        async with self._db.write() as conn:
+            for batch_id, group in by_batch.items():
+                await self._record_batch(conn, batch_id, group, summary)
+        return summary
+
+    async def _record_batch(
+        self, conn: Any, batch_id: str, group: list[recorder_pb2.Outcome], summary: RecordSummary
+    ) -> None:
+        batch = (
+            await conn.execute(
+                lock_rows(
+                    self._db,
+                    select(
+                        batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total
+                    ).where(batches.c.id == batch_id),
+                )
+            )
+        ).first()
+        if batch is None:
+            summary.refused += [o.ref for o in group]
+            return
+        current = {
+            r.idx: r
+            for r in (
+                await conn.execute(
+                    lock_rows(
+                        self._db,
+                        select(items.c.idx, items.c.state, items.c.attempt).where(
+                            items.c.batch_id == batch_id, items.c.idx.in_([o.ref.index for o in group])
+                        ),
+                    )
+                )
+            ).all()
+        }
+        now = time.time()
+        rows: list[dict[str, Any]] = []
+        taken: set[int] = set()
+        for outcome in group:
+            ref = outcome.ref
+            item = current.get(ref.index)
+            same_lease = item is not None and item.attempt == ref.attempt
+            if same_lease and (item.state in TERMINAL_ITEM_STATES or ref.index in taken):
+                summary.duplicates += 1
+            elif same_lease and item.state == "leased" and outcome.state in (SUCCEEDED, FAILED):
+                rows.append(self._row(batch_id, outcome, batch.discount, now))
+                taken.add(ref.index)
+            else:
+                summary.refused.append(ref)
+        if not rows:
+            return
+        await conn.execute(_STORE, rows)
+        await conn.execute(
+            insert(usage_events),
+            [
+                {
+                    "created_at": now,
+                    "source": "batch",
+                    "project_id": batch.project_id,
+                    "api_key_id": batch.api_key_id,
+                    "batch_id": batch_id,
+                    "item_idx": r["b_idx"],
+                    "model": r["model_used"],
+                    "input_tokens": r["prompt_tokens"],
+                    "cached_tokens": r["cached_tokens"],
+                    "output_tokens": r["completion_tokens"],
+                    "reasoning_tokens": r["reasoning_tokens"],
+                    "cost_usd": r["cost_usd"],
+                }
+                for r in rows
+            ],
+        )
+        succeeded = sum(1 for r in rows if r["state"] == "succeeded")
+        result = await conn.execute(
+            update(batches)
+            .where(batches.c.id == batch_id)
+            .values(
+                completed_count=batches.c.completed_count + succeeded,
+                failed_count=batches.c.failed_count + (len(rows) - succeeded),
+                input_tokens=batches.c.input_tokens + sum(r["prompt_tokens"] for r in rows),
+                cached_tokens=batches.c.cached_tokens + sum(r["cached_tokens"] for r in rows),
+                output_tokens=batches.c.output_tokens + sum(r["completion_tokens"] for r in rows),
+                reasoning_tokens=batches.c.reasoning_tokens + sum(r["reasoning_tokens"] for r in rows),
+                cost_usd=batches.c.cost_usd + sum(r["cost_usd"] for r in rows),
+            )
+            .returning(batches.c.completed_count, batches.c.failed_count)
+        )
+        counts = result.one()
+        summary.accepted += len(rows)
+        if counts.completed_count + counts.failed_count >= batch.total:
+            summary.settled.append(batch_id)
+
+    def _row(
+        self, batch_id: str, outcome: recorder_pb2.Outcome, discount: float, now: float
+    ) -> dict[str, Any]:
+        usage = outcome.usage
+        model = outcome.model
+        return {
+            "b_batch": batch_id,
+            "b_idx": outcome.ref.index,
+            "b_attempt": outcome.ref.attempt,
+            "state": "succeeded" if outcome.state == SUCCEEDED else "failed",
+            "status_code": outcome.status_code or None,
+            "response": outcome.response_body if outcome.status_code else None,
+            "request_id": outcome.request_id or None,
+            "error_code": outcome.error_code or None,
+            "error_message": outcome.error_message or None,
+            "model_used": model,
+            "provider": outcome.provider or None,
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cached_tokens": usage.cached_tokens,
+            "reasoning_tokens": usage.reasoning_tokens,
+            "cost_usd": item_cost(
+                self._settings,
+                model,
+                usage.prompt_tokens,
+                usage.cached_tokens,
+                usage.completion_tokens,
+                discount,
+            ),
+            "attempts": outcome.attempts,
+            "latency_ms": outcome.latency_ms,
+            "finished_at": now,
+        }

@@ -1,0 +1,37 @@
+"""Results service entry: `batchgate serve results`."""
+
+from __future__ import annotations
+
+import grpc
+
+from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
+from batchgate.v1 import results_pb2, results_pb2_grpc
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.grpc_server import ServiceHost
+from services.results.finalize import Finalizer
+from services.results.recorder import Recorder
+from services.results.servicer import RecorderServicer, ResultsServicer
+from services.results.sweeps import run_finalize_sweep
+
+
+def build(settings: Settings, db: Database) -> ServiceHost:
+    finalizer = Finalizer(settings, db)
+
+    def register(server: grpc.aio.Server) -> list[str]:
+        recorder_pb2_grpc.add_RecorderServiceServicer_to_server(
+            RecorderServicer(Recorder(settings, db), finalizer), server
+        )
+        results_pb2_grpc.add_ResultsServiceServicer_to_server(ResultsServicer(db), server)
+        return [
+            recorder_pb2.DESCRIPTOR.services_by_name["RecorderService"].full_name,
+            results_pb2.DESCRIPTOR.services_by_name["ResultsService"].full_name,
+        ]
+
+    return ServiceHost(
+        name="results",
+        port=settings.results_port,
+        register=register,
+        public=True,
+        background=[lambda: run_finalize_sweep(db, finalizer, settings.maintenance_interval_s)],
+    )

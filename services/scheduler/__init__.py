@@ -1,0 +1,1 @@
+"""Scheduler service: the durable work queue (leases, priorities, fairness, cancel, expiry, rescue)."""

@@ -1,0 +1,53 @@
+"""Scheduler service entry: `batchgate serve scheduler`."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from services.common import rpc_client
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.db.dialect import Listener
+from services.common.grpc_server import ServiceHost
+from services.scheduler.maintenance import Maintenance
+from services.scheduler.queue import Queue
+from services.scheduler.servicer import SchedulerServicer
+from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
+
+log = logging.getLogger(__name__)
+
+
+def build(settings: Settings, db: Database) -> ServiceHost:
+    queue = Queue(db, settings.lease_ttl_s)
+    signal = WorkSignal()
+    results_channel = rpc_client.channel(settings, "results")
+    recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
+
+    async def finalize(batch_id: str) -> None:
+        try:
+            await recorder.FinalizeBatch(recorder_pb2.FinalizeBatchRequest(batch_id=batch_id), timeout=60)
+        except grpc.aio.AioRpcError as exc:
+            log.warning("FinalizeBatch(%s) failed: %s; retrying at the next tick", batch_id, exc.code())
+
+    maintenance = Maintenance(db, queue, settings.maintenance_interval_s, signal.wake, finalize)
+    listener = Listener(db, WORK_CHANNEL, signal.wake)
+
+    def register(server: grpc.aio.Server) -> list[str]:
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
+            SchedulerServicer(settings, db, queue, signal, maintenance), server
+        )
+        return [scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name]
+
+    async def stop() -> None:
+        await results_channel.close()
+
+    return ServiceHost(
+        name="scheduler",
+        port=settings.scheduler_port,
+        register=register,
+        background=[maintenance.run, listener.run],
+        on_stop=[stop],
+    )

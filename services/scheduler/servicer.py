@@ -1,0 +1,117 @@
+"""SchedulerService: leases for executors, submit and cancel for ingest."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+from sqlalchemy import select
+
+from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
+from services.common import batch_status, errors
+from services.common.config import Settings
+from services.common.db import Database
+from services.common.db.dialect import notify
+from services.common.db.schema import batches
+from services.scheduler.maintenance import Maintenance
+from services.scheduler.queue import Lease, Queue, Ref
+from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
+
+log = logging.getLogger(__name__)
+
+POLL_BACKSTOP_S = 1.0  # an idle long-poll looks at the queue at least this often
+
+
+def _ref(message: items_pb2.ItemRef) -> Ref:
+    return Ref(message.batch_id, message.index, message.attempt)
+
+
+def _leased_item(lease: Lease) -> scheduler_pb2.LeasedItem:
+    return scheduler_pb2.LeasedItem(
+        ref=items_pb2.ItemRef(batch_id=lease.batch_id, index=lease.index, attempt=lease.attempt),
+        custom_id=lease.custom_id,
+        endpoint=lease.endpoint,
+        model=lease.model,
+        body=lease.body,
+        traceparent=lease.traceparent or "",
+        lease_expires_at_ms=int(lease.expires_at * 1000),
+        project_id=lease.project_id,
+    )
+
+
+class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
+    def __init__(
+        self, settings: Settings, db: Database, queue: Queue, signal: WorkSignal, maintenance: Maintenance
+    ) -> None:
+        self._settings = settings
+        self._db = db
+        self._queue = queue
+        self._signal = signal
+        self._maintenance = maintenance
+
+    async def SubmitBatch(
+        self, request: scheduler_pb2.SubmitBatchRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.SubmitBatchResponse:
+        self._signal.wake()
+        if self._db.is_postgres:
+            async with self._db.write() as conn:
+                await notify(self._db, conn, WORK_CHANNEL, request.batch_id)
+        return scheduler_pb2.SubmitBatchResponse()
+
+    async def LeaseItems(
+        self, request: scheduler_pb2.LeaseItemsRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.LeaseItemsResponse:
+        max_items = max(0, min(request.max_items, self._settings.lease_max_items))
+        deadline = time.monotonic() + min(request.wait_ms, self._settings.lease_wait_ms) / 1000
+        leases: list[Lease] = []
+        while max_items:
+            event = self._signal.current()
+            leases = await self._queue.lease(request.executor_id, max_items)
+            remaining = deadline - time.monotonic()
+            if leases or remaining <= 0 or context.done():
+                break
+            await WorkSignal.wait(event, min(remaining, POLL_BACKSTOP_S))
+        return scheduler_pb2.LeaseItemsResponse(
+            items=[_leased_item(lease) for lease in leases],
+            lease_ttl_ms=int(self._settings.lease_ttl_s * 1000),
+        )
+
+    async def RenewLeases(
+        self, request: scheduler_pb2.RenewLeasesRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.RenewLeasesResponse:
+        lost, expires_at = await self._queue.renew([_ref(m) for m in request.items])
+        return scheduler_pb2.RenewLeasesResponse(
+            lost=[items_pb2.ItemRef(batch_id=r.batch_id, index=r.index, attempt=r.attempt) for r in lost],
+            lease_expires_at_ms=int(expires_at * 1000),
+        )
+
+    async def ReleaseItems(
+        self, request: scheduler_pb2.ReleaseItemsRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.ReleaseItemsResponse:
+        released = await self._queue.release([_ref(m) for m in request.items])
+        if released:
+            self._signal.wake()
+        return scheduler_pb2.ReleaseItemsResponse(released=released)
+
+    async def CancelBatch(
+        self, request: scheduler_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.CancelBatchResponse:
+        async with self._db.write() as conn:
+            moved = await batch_status.transition(
+                conn, request.batch_id, "cancelling", end_status="cancelled"
+            )
+        if moved:
+            log.info("batch %s: cancelling", request.batch_id)
+            # Close what is queued now rather than at the next tick, so cancel is prompt.
+            await asyncio.shield(self._maintenance.close_batch(request.batch_id, "cancelled"))
+        status = await self._status(request.batch_id)
+        return scheduler_pb2.CancelBatchResponse(status=status)
+
+    async def _status(self, batch_id: str) -> str:
+        async with self._db.read() as conn:
+            status = (await conn.execute(select(batches.c.status).where(batches.c.id == batch_id))).scalar()
+        if status is None:
+            raise errors.not_found("batch", batch_id)
+        return str(status)
