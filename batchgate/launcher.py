@@ -48,10 +48,14 @@ class Stack:
     settings: Settings
     env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
+    inherit_settings: bool = True
+    """Whether children see this process's own BATCHGATE_* variables (tests turn it off)."""
     children: list[Child] = field(default_factory=list)
 
     def _environ(self) -> dict[str, str]:
-        environ = dict(os.environ)
+        environ = {
+            k: v for k, v in os.environ.items() if self.inherit_settings or not k.startswith("BATCHGATE_")
+        }
         environ.update(self.env)
         environ.setdefault("PYTHONUNBUFFERED", "1")
         return environ

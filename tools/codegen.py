@@ -91,7 +91,10 @@ def main() -> None:
         for rel in generate(Path(tmp)):
             (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(Path(tmp) / rel, ROOT / rel)
-    print("regenerated stubs and", DESCRIPTOR_SET)
+    from tools.config_docs import update_readme
+
+    update_readme()
+    print("regenerated stubs,", DESCRIPTOR_SET, "and the README settings table")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,55 @@
+"""Retry policy pieces: backoff bounds, Retry-After parsing, usage extraction."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+
+import httpx
+
+from services.common.config import RetryPolicy
+from services.executor.runner import backoff_s, retry_after_s
+from services.executor.usage import usage_of
+
+
+def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
+    policy = RetryPolicy(initial_interval_s=1.0, backoff_coefficient=2.0, max_interval_s=5.0)
+    for retry, ceiling in [(0, 1.0), (1, 2.0), (2, 4.0), (5, 5.0)]:
+        waits = [backoff_s(policy, retry, None) for _ in range(50)]
+        assert all(ceiling / 2 <= w <= ceiling for w in waits)
+
+
+def test_retry_after_wins_over_backoff() -> None:
+    assert backoff_s(RetryPolicy(), 0, 7.0) == 7.0
+
+
+def test_retry_after_header_forms() -> None:
+    assert retry_after_s(httpx.Headers({"retry-after": "3"})) == 3.0
+    assert retry_after_s(httpx.Headers({"retry-after-ms": "250"})) == 0.25
+    date = email.utils.formatdate(time.time() + 10, usegmt=True)
+    assert 8 <= retry_after_s(httpx.Headers({"retry-after": date})) <= 11
+    assert retry_after_s(httpx.Headers({})) is None
+
+
+def test_usage_from_chat_and_responses_shapes() -> None:
+    chat = usage_of(
+        {
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": 5,
+                "prompt_tokens_details": {"cached_tokens": 4},
+                "completion_tokens_details": {"reasoning_tokens": 2},
+            }
+        }
+    )
+    assert (chat.prompt_tokens, chat.completion_tokens, chat.cached_tokens, chat.reasoning_tokens) == (
+        10,
+        5,
+        4,
+        2,
+    )
+    responses = usage_of(
+        {"usage": {"input_tokens": 7, "output_tokens": 3, "input_tokens_details": {"cached_tokens": 1}}}
+    )
+    assert (responses.prompt_tokens, responses.completion_tokens, responses.cached_tokens) == (7, 3, 1)
+    assert usage_of({"no": "usage"}).prompt_tokens == 0

@@ -1,0 +1,84 @@
+"""A native gRPC client does the same flow through Envoy's single port."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from google.api import httpbody_pb2
+
+from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
+from tests.support import RunningStack, chat_records, jsonl, read_jsonl
+
+BOUNDARY = "batchgate-test-boundary"
+
+
+def _multipart(data: bytes) -> list[bytes]:
+    head = (
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+        f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="in.jsonl"\r\n'
+        f"Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    tail = f"\r\n--{BOUNDARY}--\r\n".encode()
+    whole = head + data + tail
+    return [whole[i : i + 1000] for i in range(0, len(whole), 1000)]  # many small messages
+
+
+def test_native_grpc_client_through_envoy(shared_stack: RunningStack) -> None:
+    metadata = (("authorization", f"Bearer {shared_stack.key}"),)
+    records = chat_records(20, prefix="grpc")
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        files = files_pb2_grpc.FilesServiceStub(channel)
+        batches = batches_pb2_grpc.BatchServiceStub(channel)
+        parts = _multipart(jsonl(records))
+        messages = [
+            httpbody_pb2.HttpBody(
+                content_type=f"multipart/form-data; boundary={BOUNDARY}" if i == 0 else "", data=part
+            )
+            for i, part in enumerate(parts)
+        ]
+        file = files.CreateFile(iter(messages), metadata=metadata, timeout=30)
+        assert file.purpose == "batch" and file.bytes == len(jsonl(records))
+
+        batch = batches.CreateBatch(
+            batches_pb2.CreateBatchRequest(
+                input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
+            ),
+            metadata=metadata,
+            timeout=30,
+        )
+        deadline = time.monotonic() + 60
+        while batch.status != "completed":
+            assert time.monotonic() < deadline, batch.status
+            time.sleep(0.1)
+            batch = batches.GetBatch(
+                batches_pb2.GetBatchRequest(batch_id=batch.id), metadata=metadata, timeout=10
+            )
+        assert batch.request_counts.completed == 20
+
+        chunks = files.GetFileContent(
+            files_pb2.GetFileContentRequest(file_id=batch.output_file_id.string_value),
+            metadata=metadata,
+            timeout=30,
+        )
+        lines = read_jsonl(b"".join(chunk.data for chunk in chunks))
+        assert sorted(line["custom_id"] for line in lines) == sorted(r["custom_id"] for r in records)
+
+
+def test_native_grpc_errors_carry_status_and_openai_body(shared_stack: RunningStack) -> None:
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        batches = batches_pb2_grpc.BatchServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as caught:
+            batches.GetBatch(
+                batches_pb2.GetBatchRequest(batch_id="batch_missing"),
+                metadata=(("authorization", f"Bearer {shared_stack.key}"),),
+                timeout=10,
+            )
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        trailers = dict(caught.value.trailing_metadata())
+        assert trailers["x-oai-status"] == "404"
+        assert '"code":"not_found"' in trailers["x-oai-error"]
+        with pytest.raises(grpc.RpcError) as caught:
+            batches.GetBatch(batches_pb2.GetBatchRequest(batch_id="batch_missing"), timeout=10)
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED

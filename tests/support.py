@@ -1,0 +1,228 @@
+"""Test helpers: real stacks of batchgate processes on loopback ports, and fresh databases.
+
+`running_stack()` starts the same processes `batchgate up` starts (core, executors, the
+simulated upstream, Envoy) with free ports and a private data directory, against SQLite or a
+fresh PostgreSQL database, and yields a handle with the REST base URL and an API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+from sqlalchemy.engine import make_url
+
+from batchgate.launcher import Stack
+from services.common import auth
+from services.common.config import Settings, load_settings
+from services.common.db import Database
+from services.common.db.migrate import migrate
+
+PG_ENV = "BATCHGATE_TEST_DATABASE_URL"
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pg_base_url() -> str | None:
+    return os.environ.get(PG_ENV) or None
+
+
+async def _pg_admin(url: str, statement: str) -> None:
+    parsed = make_url(url)
+    conn = await asyncpg.connect(
+        host=parsed.host or "127.0.0.1",
+        port=parsed.port or 5432,
+        user=parsed.username or "postgres",
+        password=parsed.password,
+        database=parsed.database or "postgres",
+        timeout=10,
+    )
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@contextlib.contextmanager
+def fresh_database(kind: str, tmp: Path) -> Iterator[str]:
+    """A new empty database URL: a SQLite file under `tmp`, or a new PostgreSQL database
+    created next to BATCHGATE_TEST_DATABASE_URL (dropped afterwards)."""
+    if kind == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp / 'batchgate.db'}"
+        return
+    base = pg_base_url()
+    assert base, f"{PG_ENV} is not set"
+    name = f"bg_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def prepare_database(url: str, projects: tuple[str, ...] = ("default",)) -> dict[str, str]:
+    """Migrate and create one API key per project; returns {project name: secret}."""
+    db = Database(url)
+    try:
+        await migrate(db)
+        keys = {}
+        for name in projects:
+            project = await auth.ensure_project(db, name)
+            keys[name] = (await auth.create_key(db, project, name=f"test-{name}")).secret
+        return keys
+    finally:
+        await db.dispose()
+
+
+@dataclass
+class RunningStack:
+    settings: Settings
+    stack: Stack
+    keys: dict[str, str]
+    env: dict[str, str]
+    log_dir: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.keys["default"]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port}/v1"
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.settings.port}"
+
+    @property
+    def database_url(self) -> str:
+        return self.settings.resolved_database_url
+
+    def client(self, project: str = "default", **kwargs: Any) -> Any:
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.base_url, api_key=self.keys[project], max_retries=0, **kwargs)
+
+    def simulator_stats(self) -> dict[str, Any]:
+        return httpx.get(f"http://127.0.0.1:{self.settings.simulator_port}/_sim/stats", timeout=10).json()
+
+    def logs(self) -> str:
+        parts = []
+        for path in sorted(self.log_dir.glob("*.log")):
+            parts.append(f"===== {path.name} =====\n{path.read_text(errors='replace')[-20000:]}")
+        return "\n".join(parts)
+
+
+def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
+    ports = {
+        name: free_port()
+        for name in (
+            "PORT",
+            "ENVOY_ADMIN_PORT",
+            "INGEST_PORT",
+            "SCHEDULER_PORT",
+            "RESULTS_PORT",
+            "SIMULATOR_PORT",
+        )
+    }
+    env = {f"BATCHGATE_{name}": str(port) for name, port in ports.items()}
+    env["BATCHGATE_EXECUTOR_PORT"] = str(free_port())
+    env.update(
+        {
+            "BATCHGATE_DATA_DIR": str(tmp),
+            "BATCHGATE_DATABASE_URL": database_url,
+            "BATCHGATE_SIMULATOR_LATENCY_MS": "5",
+            "BATCHGATE_LOG_LEVEL": "INFO",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def running_stack(
+    tmp: Path, database_url: str, projects: tuple[str, ...] = ("default",), start: bool = True, **extra: str
+) -> Iterator[RunningStack]:
+    """Start a full stack; on exit stop it. Logs stay under `tmp/logs`."""
+    env = stack_env(tmp, database_url, **extra)
+    settings = load_settings(environ=env)
+    keys = asyncio.run(prepare_database(database_url, projects))
+    # The suite's own BATCHGATE_* environment must not leak into the stack.
+    stack = Stack(settings, env=env, log_dir=tmp / "logs", inherit_settings=False)
+    running = RunningStack(settings, stack, keys, env, tmp / "logs")
+    try:
+        if start:
+            stack.start_all()
+            stack.wait_ready()
+        yield running
+    except BaseException:
+        print(running.logs())
+        raise
+    finally:
+        stack.stop()
+
+
+def jsonl(records: list[dict[str, Any]]) -> bytes:
+    return ("\n".join(json.dumps(r) for r in records) + "\n").encode()
+
+
+def chat_records(
+    n: int, model: str = "gpt-4o-mini", prefix: str = "req", **body: Any
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "custom_id": f"{prefix}-{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": model,
+                "messages": [{"role": "user", "content": f"{prefix} message {i}"}],
+                **body,
+            },
+        }
+        for i in range(n)
+    ]
+
+
+def upload(client: Any, records: list[dict[str, Any]] | bytes, name: str = "input.jsonl") -> Any:
+    data = records if isinstance(records, bytes) else jsonl(records)
+    return client.files.create(file=(name, io.BytesIO(data)), purpose="batch")
+
+
+def wait_for_batch(
+    client: Any,
+    batch_id: str,
+    timeout_s: float = 120.0,
+    statuses: tuple[str, ...] = TERMINAL,
+) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        batch = client.batches.retrieve(batch_id)
+        if batch.status in statuses:
+            return batch
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"batch {batch_id} still {batch.status}: {batch.request_counts}")
+        time.sleep(0.1)
+
+
+def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
+    text = data.decode() if isinstance(data, bytes) else data
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

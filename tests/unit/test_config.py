@@ -1,0 +1,67 @@
+"""Configuration: precedence, YAML catalogue, and the README table generated from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.common.config import SIMULATED_PROVIDER, load_settings
+from tools.config_docs import README, block, readme_block
+
+
+def test_readme_documents_every_setting() -> None:
+    assert readme_block(README.read_text()) == block(), "run `make gen` to refresh README.md"
+
+
+def test_environment_beats_yaml_beats_defaults(tmp_path: Path) -> None:
+    config = tmp_path / "bg.yaml"
+    config.write_text("port: 9100\nexecutors: 3\n")
+    settings = load_settings(str(config), environ={"BATCHGATE_PORT": "9200"})
+    assert settings.port == 9200
+    assert settings.executors == 3
+    assert settings.lease_ttl_s == 60.0
+
+
+def test_without_providers_every_model_runs_on_the_simulator() -> None:
+    settings = load_settings(environ={})
+    assert settings.uses_simulator
+    assert settings.model("gpt-4o-mini").provider == SIMULATED_PROVIDER
+
+
+def test_yaml_catalogue_with_env_expansion(tmp_path: Path) -> None:
+    config = tmp_path / "bg.yaml"
+    config.write_text("""
+providers:
+  - {name: vllm, kind: openai, base_url: "http://127.0.0.1:8000/v1", api_keys: ["${VLLM_KEY}"]}
+models:
+  - {name: llama, provider: vllm, upstream_model: meta/llama, fallbacks: [llama2],
+     price: {input_per_mtok: 1.0, output_per_mtok: 2.0}}
+  - {name: llama2, provider: vllm}
+retry: {max_attempts: 2}
+""")
+    settings = load_settings(str(config), environ={"VLLM_KEY": "secret"})
+    assert not settings.uses_simulator
+    assert settings.provider("vllm").api_keys == ("secret",)
+    assert settings.model("llama").fallbacks == ("llama2",)
+    assert settings.model("llama").price.output_per_mtok == 2.0
+    assert settings.retry.max_attempts == 2
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("nonsense: 1\n", "unknown settings"),
+        ("providers: [{name: p, kind: grpc, base_url: x}]\n", "kind must be"),
+        ("providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: q}]\n", "unknown provider"),
+        (
+            "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, fallbacks: [z]}]\n",
+            "unknown fallback",
+        ),
+    ],
+)
+def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, yaml_text: str, message: str) -> None:
+    config = tmp_path / "bg.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ValueError, match=message):
+        load_settings(str(config), environ={})
