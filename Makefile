@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 BATCHGATE_TEST_DATABASE_URL ?= postgresql+asyncpg://postgres@127.0.0.1:5432/test
 export BATCHGATE_TEST_DATABASE_URL
 
-.PHONY: run test lint gen bench clean
+.PHONY: run test lint gen migration bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ lint: $(STAMP)
 
 gen: $(STAMP)
 	$(PY) -m tools.codegen
+
+migration: $(STAMP)
+	$(PY) -m tools.baseline_migration
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
