@@ -17,7 +17,7 @@ from sqlalchemy import select
 from batchgate.launcher import Stack
 from batchgate.simulator import SimulatorOptions
 from batchgate.simulator import serve as serve_simulator
-from services.common import auth, logs, telemetry
+from services.common import auth, faults, logs, telemetry
 from services.common.config import Settings, load_settings
 from services.common.db import Database
 from services.common.db.migrate import migrate
@@ -73,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     settings = _settings(args)
     name = "+".join(args.services)
     logs.setup(name, settings.log_level)
+    faults.configure(settings.crash_at)
     telemetry.setup(args.services[0] if len(args.services) == 1 else "core")
     uvloop.run(_serve(settings, args.services, args.index))
 

@@ -209,6 +209,13 @@ class Settings:
     auth_cache_s: float = _setting(
         5.0, "BATCHGATE_AUTH_CACHE_S", "How long a verified API key is cached per process (revocation delay)."
     )
+    # --- testing ---------------------------------------------------------------------------
+    crash_at: str = _setting(
+        "",
+        "BATCHGATE_CRASH_AT",
+        "Test hook: comma-separated crash points (services/common/faults.py) at which the "
+        "process exits abruptly. Never set in production.",
+    )
     # --- logs --------------------------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
     # --- from the YAML file only -----------------------------------------------------------

@@ -24,6 +24,7 @@ from services.common import batch_status
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
+from services.common.faults import crash_point
 from services.common.ids import file_id
 from services.common.storage import BlobWriter, reclaim_owned
 from services.results.lines import SUCCEEDED, render
@@ -143,6 +144,7 @@ class Finalizer:
                 counts["output"] += len(good)
                 counts["error"] += len(bad)
                 await self._renew(batch_id)
+            crash_point("results.finalize.before_publish")
             status = await self._publish(batch_id, output, errors_out, counts)
         except BaseException:
             await output.abort()

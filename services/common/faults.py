@@ -1,0 +1,32 @@
+"""Crash points: deterministic places where reliability tests make a process die abruptly.
+
+`crash_point("results.finalize.before_publish")` ends the process on the spot (`os._exit`, no
+cleanup, like `kill -9`) when the setting `crash_at` (env `BATCHGATE_CRASH_AT`) names that
+point. Production leaves it empty: the check is one set lookup. Point names are
+`<service>.<step>`; grep for `crash_point(` to see them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+CRASH_EXIT_CODE = 137
+_armed: frozenset[str] = frozenset()
+
+
+def configure(crash_at: str) -> None:
+    """Arm the comma-separated crash points of this process (from `Settings.crash_at`)."""
+    global _armed
+    _armed = frozenset(p.strip() for p in crash_at.split(",") if p.strip())
+    if _armed:
+        log.warning("crash points armed: %s", ", ".join(sorted(_armed)))
+
+
+def crash_point(name: str) -> None:
+    if name in _armed:
+        log.critical("crash point %s reached: exiting abruptly", name)
+        logging.shutdown()
+        os._exit(CRASH_EXIT_CODE)
