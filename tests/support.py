@@ -15,6 +15,8 @@ import io
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -279,3 +281,20 @@ def wait_for_batch(
 def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
     text = data.decode() if isinstance(data, bytes) else data
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout_s: float = 180.0
+) -> subprocess.CompletedProcess[str]:
+    """`batchgate ARGS…` as a subprocess with pipes (so stderr is not a TTY); the suite's own
+    BATCHGATE_* variables are dropped, `env` added."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BATCHGATE_")}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "batchgate.cli", *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
