@@ -15,13 +15,17 @@ from batchgate.exit_codes import CommandError
 INTERRUPTED = 130
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="batchgate", description="Self-hosted LLM Batch API gateway.")
     parser.add_argument("--config", help="YAML settings file (or BATCHGATE_CONFIG)")
     sub = parser.add_subparsers(dest="command", required=True)
     server_cli.add_commands(sub)
     client_cli.add_commands(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     try:
         args.func(args)
     except CommandError as exc:

@@ -283,16 +283,21 @@ def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def clean_environ(env: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without the suite's BATCHGATE_* variables, plus `env`."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BATCHGATE_")}
+    environ.update(env)
+    return environ
+
+
 def run_cli(
     *args: str, env: Mapping[str, str] | None = None, timeout_s: float = 180.0
 ) -> subprocess.CompletedProcess[str]:
     """`batchgate ARGS…` as a subprocess with pipes (so stderr is not a TTY); the suite's own
     BATCHGATE_* variables are dropped, `env` added."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("BATCHGATE_")}
-    environ.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "batchgate.cli", *args],
-        env=environ,
+        env=clean_environ(env or {}),
         capture_output=True,
         text=True,
         timeout=timeout_s,
