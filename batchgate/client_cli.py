@@ -41,6 +41,17 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def _show(
+    args: argparse.Namespace, answer: dict[str, Any], human: Callable[[dict[str, Any]], None]
+) -> ExitCode:
+    """The API's answer as JSON with --json, else as `human` renders it."""
+    if args.json:
+        _print_json(answer)
+    else:
+        human(answer)
+    return ExitCode.OK
+
+
 def _when(stamp: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
@@ -199,18 +210,10 @@ def cmd_batches_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     batch = api.get_batch(args.batch_id)
     if args.wait:
         return _finished(api, _wait(api, batch, args.poll_interval), args)
-    if args.json:
-        _print_json(batch)
-    else:
-        _describe_batch(batch)
-    return ExitCode.OK
+    return _show(args, batch, _describe_batch)
 
 
-def cmd_batches_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    page = api.list_batches(limit=args.limit, after=args.after)
-    if args.json:
-        _print_json(page)
-        return ExitCode.OK
+def _batches_table(page: dict[str, Any]) -> None:
     rows = [
         (b["id"], b["status"], b.get("endpoint", ""), _counts(b), _when(b.get("created_at")))
         for b in page["data"]
@@ -218,16 +221,14 @@ def cmd_batches_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     _table(("ID", "STATUS", "ENDPOINT", "OK/FAILED/TOTAL", "CREATED"), rows)
     if page.get("has_more"):
         _note(f"more: batchgate batches list --after {page['last_id']}")
-    return ExitCode.OK
+
+
+def cmd_batches_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
+    return _show(args, api.list_batches(limit=args.limit, after=args.after), _batches_table)
 
 
 def cmd_batches_cancel(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    batch = api.cancel_batch(args.batch_id)
-    if args.json:
-        _print_json(batch)
-    else:
-        print(f"{batch['id']} {batch['status']}")
-    return ExitCode.OK
+    return _show(args, api.cancel_batch(args.batch_id), lambda b: print(f"{b['id']} {b['status']}"))
 
 
 def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode:
@@ -252,20 +253,15 @@ def cmd_files_upload(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     path = Path(args.path)
     if not path.is_file():
         raise CommandError(ExitCode.INVALID, f"no such file: {path}")
-    file = api.upload_file(path, args.purpose)
-    if args.json:
-        _print_json(file)
-    else:
+
+    def human(file: dict[str, Any]) -> None:
         print(file["id"])
         _note(f"uploaded {path} ({file['bytes']} bytes)")
-    return ExitCode.OK
+
+    return _show(args, api.upload_file(path, args.purpose), human)
 
 
-def cmd_files_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    page = api.list_files(purpose=args.purpose, limit=args.limit, after=args.after, order=args.order)
-    if args.json:
-        _print_json(page)
-        return ExitCode.OK
+def _files_table(page: dict[str, Any]) -> None:
     rows = [
         (
             f["id"],
@@ -277,16 +273,15 @@ def cmd_files_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         for f in page["data"]
     ]
     _table(("ID", "PURPOSE", "BYTES", "CREATED", "FILENAME"), rows)
-    return ExitCode.OK
+
+
+def cmd_files_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
+    page = api.list_files(purpose=args.purpose, limit=args.limit, after=args.after, order=args.order)
+    return _show(args, page, _files_table)
 
 
 def cmd_files_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    file = api.get_file(args.file_id)
-    if args.json:
-        _print_json(file)
-    else:
-        _describe_file(file)
-    return ExitCode.OK
+    return _show(args, api.get_file(args.file_id), _describe_file)
 
 
 def cmd_files_download(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -294,12 +289,7 @@ def cmd_files_download(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 
 
 def cmd_files_delete(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    answer = api.delete_file(args.file_id)
-    if args.json:
-        _print_json(answer)
-    else:
-        print(f"deleted {answer['id']}")
-    return ExitCode.OK
+    return _show(args, api.delete_file(args.file_id), lambda answer: print(f"deleted {answer['id']}"))
 
 
 # --- wiring ---------------------------------------------------------------------------------------
@@ -340,6 +330,9 @@ def _common_options() -> argparse.ArgumentParser:
 
 def _wait_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--wait", action="store_true", help="show progress until the batch ends, then download"
+    )
+    parser.add_argument(
         "-o", "--output-dir", default=".", help="where --wait saves the output and error files (default .)"
     )
     parser.add_argument(
@@ -350,15 +343,21 @@ def _wait_options(parser: argparse.ArgumentParser) -> None:
 def add_commands(sub: Any) -> None:
     common = _common_options()
 
+    def verb(
+        verbs: Any, name: str, handler: Handler, help: str, *positionals: str
+    ) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = verbs.add_parser(name, parents=[common], help=help)
+        for positional in positionals:
+            parser.add_argument(positional)
+        parser.set_defaults(func=_runner(handler))
+        return parser
+
     batches = sub.add_parser("batches", help="create, follow, list, cancel batches and fetch results")
     verbs = batches.add_subparsers(dest="batches_command", required=True)
-    create = verbs.add_parser("create", parents=[common], help="upload a JSONL file and create a batch")
+    create = verb(verbs, "create", cmd_batches_create, "upload a JSONL file and create a batch")
     create.add_argument("--input-file", required=True, help="JSONL, one request per line")
     create.add_argument("--endpoint", required=True, help="e.g. /v1/chat/completions")
     create.add_argument("--completion-window", default="24h")
-    create.add_argument(
-        "--wait", action="store_true", help="show progress until the batch ends, then download"
-    )
     create.add_argument("--priority", help="standard, expedited or an integer (higher runs first)")
     create.add_argument(
         "--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeat for several pairs"
@@ -366,53 +365,28 @@ def add_commands(sub: Any) -> None:
     create.add_argument("--idempotency-key", help="a retry with the same key returns the same batch")
     create.add_argument("--rejections-out", metavar="FILE", help="save every rejected record (JSONL) here")
     _wait_options(create)
-    create.set_defaults(func=_runner(cmd_batches_create))
-
-    get = verbs.add_parser("get", parents=[common], help="show one batch")
-    get.add_argument("batch_id")
-    get.add_argument("--wait", action="store_true", help="show progress until the batch ends, then download")
-    _wait_options(get)
-    get.set_defaults(func=_runner(cmd_batches_get))
-
-    listing = verbs.add_parser("list", parents=[common], help="list batches, newest first")
+    _wait_options(verb(verbs, "get", cmd_batches_get, "show one batch", "batch_id"))
+    listing = verb(verbs, "list", cmd_batches_list, "list batches, newest first")
     listing.add_argument("--limit", type=int, help="1..100 (default 20)")
     listing.add_argument("--after", help="page after this batch id")
-    listing.set_defaults(func=_runner(cmd_batches_list))
-
-    cancel = verbs.add_parser("cancel", parents=[common], help="cancel a batch (finished items are kept)")
-    cancel.add_argument("batch_id")
-    cancel.set_defaults(func=_runner(cmd_batches_cancel))
-
-    results = verbs.add_parser("results", parents=[common], help="stream a batch's per-item results (JSONL)")
-    results.add_argument("batch_id")
+    verb(verbs, "cancel", cmd_batches_cancel, "cancel a batch (finished items are kept)", "batch_id")
+    results = verb(
+        verbs, "results", cmd_batches_results, "stream a batch's per-item results (JSONL)", "batch_id"
+    )
     results.add_argument("--partial", action="store_true", help="what is finished so far, while it runs")
     results.add_argument("--state", choices=("succeeded", "failed"), help="only these outcomes")
     results.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    results.set_defaults(func=_runner(cmd_batches_results))
 
     files = sub.add_parser("files", help="upload, list, inspect, download and delete files")
     verbs = files.add_subparsers(dest="files_command", required=True)
-    upload = verbs.add_parser("upload", parents=[common], help="upload a file; prints its id")
-    upload.add_argument("path")
+    upload = verb(verbs, "upload", cmd_files_upload, "upload a file; prints its id", "path")
     upload.add_argument("--purpose", default="batch")
-    upload.set_defaults(func=_runner(cmd_files_upload))
-
-    listing = verbs.add_parser("list", parents=[common], help="list files")
+    listing = verb(verbs, "list", cmd_files_list, "list files")
     listing.add_argument("--purpose", help="only this purpose (batch, batch_output)")
     listing.add_argument("--limit", type=int)
     listing.add_argument("--after", help="page after this file id")
     listing.add_argument("--order", choices=("asc", "desc"))
-    listing.set_defaults(func=_runner(cmd_files_list))
-
-    get = verbs.add_parser("get", parents=[common], help="show one file's metadata")
-    get.add_argument("file_id")
-    get.set_defaults(func=_runner(cmd_files_get))
-
-    download = verbs.add_parser("download", parents=[common], help="download a file's content")
-    download.add_argument("file_id")
+    verb(verbs, "get", cmd_files_get, "show one file's metadata", "file_id")
+    download = verb(verbs, "download", cmd_files_download, "download a file's content", "file_id")
     download.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    download.set_defaults(func=_runner(cmd_files_download))
-
-    delete = verbs.add_parser("delete", parents=[common], help="delete a file")
-    delete.add_argument("file_id")
-    delete.set_defaults(func=_runner(cmd_files_delete))
+    verb(verbs, "delete", cmd_files_delete, "delete a file", "file_id")
