@@ -4,6 +4,8 @@ One process hosts ingest, scheduler and results (SQLite allows one writing proce
 executor is its own process; the simulated upstream runs when no provider is configured;
 Envoy runs in its own session so a terminal's Ctrl-C reaches it only through us, and it is
 stopped by PID. Children get the parent's environment plus the overrides given here.
+On PostgreSQL every service can also run as several replicas, each its own process with its
+own port (`start_service`); tests use that for multi-replica runs.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from pathlib import Path
 from typing import IO
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from batchgate.health import grpc_serving
 from gateway import launcher as envoy_launcher
 from services.common.config import Settings
 
 STOP_TIMEOUT_S = 20.0
 CORE_SERVICES = ("ingest", "scheduler", "results")
+# Stop order by role: Envoy first (no new requests), then executors (they drain), then the
+# services they report to, then the upstream.
+STOP_ORDER = {"envoy": 0, "executor": 1, "core": 2, "ingest": 2, "scheduler": 2, "results": 2, "simulator": 3}
 
 
 @dataclass
@@ -35,6 +40,14 @@ class Child:
     argv: list[str]
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
+    role: str = ""
+    """What it runs (a STOP_ORDER key); defaults to its name."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Overrides for this process only (e.g. a replica's own port)."""
+    grpc_health: tuple[str, ...] = ()
+    """host:port of the gRPC health services it must serve before the stack is ready."""
+    tcp_port: int | None = None
+    """A loopback port it must accept connections on before the stack is ready."""
 
 
 def serve_argv(*services: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -52,15 +65,17 @@ class Stack:
     """Whether children see this process's own BATCHGATE_* variables (tests turn it off)."""
     children: list[Child] = field(default_factory=list)
 
-    def _environ(self) -> dict[str, str]:
+    def _environ(self, child: Child) -> dict[str, str]:
         environ = {
             k: v for k, v in os.environ.items() if self.inherit_settings or not k.startswith("BATCHGATE_")
         }
         environ.update(self.env)
+        environ.update(child.env)
         environ.setdefault("PYTHONUNBUFFERED", "1")
         return environ
 
-    def _spawn(self, child: Child, new_session: bool = False) -> Child:
+    def spawn(self, child: Child, new_session: bool = False) -> Child:
+        """Start any process as part of the stack (stopped with it, in its role's order)."""
         stdout: IO[bytes] | int | None = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +83,7 @@ class Stack:
             stdout = child.log
         child.process = subprocess.Popen(
             child.argv,
-            env=self._environ(),
+            env=self._environ(child),
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout else None,
             start_new_session=new_session,
@@ -77,17 +92,45 @@ class Stack:
         return child
 
     def start_core(self) -> None:
-        self._spawn(Child("core", serve_argv(*CORE_SERVICES)))
+        health = tuple(f"127.0.0.1:{getattr(self.settings, f'{s}_port')}" for s in CORE_SERVICES)
+        self.spawn(Child("core", serve_argv(*CORE_SERVICES), grpc_health=health))
 
     def start_executor(self, index: int) -> Child:
-        return self._spawn(Child(f"executor-{index}", serve_argv("executor", extra=("--index", str(index)))))
+        return self.spawn(
+            Child(
+                f"executor-{index}",
+                serve_argv("executor", extra=("--index", str(index))),
+                role="executor",
+                grpc_health=(f"127.0.0.1:{self.settings.executor_port + index}",),
+            )
+        )
+
+    def start_service(self, service: str, replica: int, port: int) -> Child:
+        """One replica of one service in its own process, listening on `port` (PostgreSQL only:
+        every replica writes the database)."""
+        return self.spawn(
+            Child(
+                f"{service}-{replica}",
+                serve_argv(service),
+                role=service,
+                env={f"BATCHGATE_{service.upper()}_PORT": str(port)},
+                grpc_health=(f"127.0.0.1:{port}",),
+            )
+        )
 
     def start_simulator(self) -> None:
-        self._spawn(Child("simulator", [sys.executable, "-m", "batchgate.cli", "simulate"]))
+        self.spawn(
+            Child(
+                "simulator",
+                [sys.executable, "-m", "batchgate.cli", "simulate"],
+                tcp_port=self.settings.simulator_port,
+            )
+        )
 
     def start_envoy(self) -> None:
         config_path = Path(self.settings.data_dir) / "envoy.yaml"
-        self._spawn(Child("envoy", envoy_launcher.command(self.settings, config_path)), new_session=True)
+        command = envoy_launcher.command(self.settings, config_path)
+        self.spawn(Child("envoy", command, tcp_port=self.settings.port), new_session=True)
 
     def start_all(self) -> None:
         if self.settings.uses_simulator:
@@ -98,15 +141,15 @@ class Stack:
         self.start_envoy()
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until every service answers its health check and Envoy accepts connections."""
+        """Until every service answers its health check and Envoy (and the simulator) accept
+        connections."""
         deadline = time.monotonic() + timeout_s
-        ports = [self.settings.ingest_port, self.settings.scheduler_port, self.settings.results_port]
-        ports += [self.settings.executor_port + i for i in range(self.settings.executors)]
-        for port in ports:
-            _wait_grpc_health(f"127.0.0.1:{port}", deadline, self)
-        _wait_tcp(self.settings.port, deadline, self)
-        if self.settings.uses_simulator:
-            _wait_tcp(self.settings.simulator_port, deadline, self)
+        for child in list(self.children):
+            for target in child.grpc_health:
+                _wait_grpc_health(target, deadline, self)
+        for child in list(self.children):
+            if child.tcp_port is not None:
+                _wait_tcp(child.tcp_port, deadline, self)
 
     def dead_children(self) -> list[Child]:
         return [c for c in self.children if c.process is not None and c.process.poll() is not None]
@@ -128,9 +171,8 @@ class Stack:
             child.log = None
 
     def stop(self) -> None:
-        """Envoy first (no new requests), then executors (they drain), then core, then upstream."""
-        order = {"envoy": 0, "simulator": 3, "core": 2}
-        for child in sorted(self.children, key=lambda c: order.get(c.name, 1)):
+        """Every child, in STOP_ORDER."""
+        for child in sorted(self.children, key=lambda c: STOP_ORDER.get(c.role or c.name, 1)):
             self.stop_child(child)
         self.children.clear()
 
@@ -144,15 +186,10 @@ def _check_alive(stack: Stack) -> None:
 
 def _wait_grpc_health(target: str, deadline: float, stack: Stack) -> None:
     with grpc.insecure_channel(target) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
         while True:
             _check_alive(stack)
-            try:
-                answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
-                if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
+            if grpc_serving(channel, timeout_s=1.0):
+                return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{target} did not become healthy")
             time.sleep(0.1)

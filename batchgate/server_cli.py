@@ -1,28 +1,29 @@
-"""Operator verbs: `up`, `serve`, `migrate`, `keys`, `simulate`, `envoy-config`."""
+"""Operator verbs: `up`, `serve`, `migrate`, `keys`, `simulate`, `envoy`, `envoy-config`, `health`.
+
+They run on the servers' side: `keys` writes the database directly (there is no keys REST API).
+Heavy modules (database, gRPC servers, the simulator) are imported inside the verbs that use
+them, so that every `batchgate` command, the client verbs and the health probe included,
+starts quickly.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import uvloop
-from sqlalchemy import select
-
-from batchgate.launcher import Stack
-from batchgate.simulator import SimulatorOptions
-from batchgate.simulator import serve as serve_simulator
-from services.common import auth, faults, logs, telemetry
+from batchgate.exit_codes import CommandError, ExitCode
 from services.common.config import Settings, load_settings
-from services.common.db import Database
-from services.common.db.migrate import migrate
-from services.common.db.schema import api_keys, projects
-from services.common.grpc_server import ServiceHost, run_hosts
+
+if TYPE_CHECKING:
+    from services.common.db import Database
+    from services.common.grpc_server import ServiceHost
 
 SERVICES = ("ingest", "scheduler", "results", "executor")
 UP_FLAGS = {
@@ -41,6 +42,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 async def _serve(settings: Settings, services: list[str], index: int) -> None:
+    from services.common import auth, telemetry
+    from services.common.db import Database
+    from services.common.grpc_server import run_hosts
+
     hosts: list[ServiceHost] = []
     db: Database | None = None
     core = [s for s in services if s != "executor"]
@@ -70,6 +75,10 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    import uvloop
+
+    from services.common import faults, logs, telemetry
+
     settings = _settings(args)
     name = "+".join(args.services)
     logs.setup(name, settings.log_level)
@@ -82,6 +91,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 async def _with_db(settings: Settings, action: Any) -> Any:
+    from services.common.db import Database
+    from services.common.db.migrate import migrate
+
     db = Database(settings.resolved_database_url)
     try:
         await migrate(db)
@@ -100,15 +112,22 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 
 def cmd_keys(args: argparse.Namespace) -> None:
+    from sqlalchemy import select
+
+    from services.common import auth
+    from services.common.db.schema import api_keys, projects
+
     settings = _settings(args)
+    if args.keys_command == "create" and args.budget is not None and args.budget < 0:
+        raise CommandError(ExitCode.INVALID, "--budget must be zero or more")
 
     async def create(db: Database) -> None:
-        project = await auth.ensure_project(db, args.project)
+        name = args.project or auth.DEFAULT_PROJECT_NAME
+        project = await auth.ensure_project(db, name)
         key = await auth.create_key(db, project, args.name, args.budget)
         print(key.secret)
         print(
-            f"key {key.key_id} for project {args.project} ({project}); "
-            "store the secret: it is not shown again",
+            f"key {key.key_id} for project {name} ({project}); store the secret: it is not shown again",
             file=sys.stderr,
         )
 
@@ -123,12 +142,21 @@ def cmd_keys(args: argparse.Namespace) -> None:
             ).all()
         for row in rows:
             state = "revoked" if row.revoked_at else "active"
-            print(f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}")
+            if args.json:
+                entry = {"id": row.id, "prefix": row.key_prefix, "project": row.project_name}
+                print(json.dumps({**entry, "name": row.name, "state": state, "created_at": row.created_at}))
+            else:
+                print(f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}")
 
     async def revoke(db: Database) -> None:
-        if not await auth.revoke_key(db, args.key_id):
-            sys.exit(f"no active key {args.key_id}")
-        print(f"revoked {args.key_id}")
+        if await auth.revoke_key(db, args.key_id):
+            print(f"revoked {args.key_id}")
+            return
+        async with db.read() as conn:
+            known = (await conn.execute(select(api_keys.c.id).where(api_keys.c.id == args.key_id))).first()
+        if known is None:
+            raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
+        raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
 
     asyncio.run(_with_db(settings, {"create": create, "list": listing, "revoke": revoke}[args.keys_command]))
 
@@ -137,6 +165,12 @@ def cmd_keys(args: argparse.Namespace) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
+    import uvloop
+
+    from batchgate.simulator import SimulatorOptions
+    from batchgate.simulator import serve as serve_simulator
+    from services.common import logs
+
     settings = _settings(args)
     logs.setup("simulator", settings.log_level)
     options = SimulatorOptions(
@@ -146,14 +180,15 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         seed=args.seed,
     )
     port = args.port or settings.simulator_port
+    host = args.host or settings.host
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(f"simulated upstream on http://{args.host}:{port}/v1", file=sys.stderr, flush=True)
-        await serve_simulator(args.host, port, options, stop)
+        print(f"simulated upstream on http://{host}:{port}/v1", file=sys.stderr, flush=True)
+        await serve_simulator(host, port, options, stop)
 
     uvloop.run(main())
 
@@ -165,10 +200,41 @@ def cmd_envoy_config(args: argparse.Namespace) -> None:
     print(path)
 
 
+def cmd_envoy(args: argparse.Namespace) -> None:
+    """Render the config into the data directory and become Envoy (containers run this)."""
+    from gateway import launcher as envoy_launcher
+
+    settings = _settings(args)
+    argv = envoy_launcher.command(settings, Path(settings.data_dir) / "envoy.yaml")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(argv[0], argv)
+
+
+# --- health ----------------------------------------------------------------------------------------
+
+
+def cmd_health(args: argparse.Namespace) -> None:
+    from batchgate import health
+
+    settings = _settings(args)
+    try:
+        address = health.describe(settings, args.target, args.index)
+    except ValueError as exc:
+        raise CommandError(ExitCode.INVALID, str(exc)) from None
+    if not health.check(settings, args.target, args.index, args.timeout):
+        raise CommandError(ExitCode.OTHER, f"{args.target} ({address}) is not ready")
+    if not args.quiet:
+        print(f"{args.target} ({address}) is ready")
+
+
 # --- up --------------------------------------------------------------------------------------------
 
 
 def cmd_up(args: argparse.Namespace) -> None:
+    from batchgate.launcher import Stack
+    from services.common import auth
+
     overrides = {
         env: str(getattr(args, flag)) for flag, env in UP_FLAGS.items() if getattr(args, flag) is not None
     }
@@ -241,16 +307,17 @@ def add_commands(sub: Any) -> None:
     keys = sub.add_parser("keys", help="manage API keys (direct database access)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key; prints the secret")
-    create.add_argument("--project", default=auth.DEFAULT_PROJECT_NAME)
+    create.add_argument("--project", help="project name (default: the default project)")
     create.add_argument("--name", default="cli")
     create.add_argument("--budget", type=float, default=None, help="spend cap in USD")
-    keys_sub.add_parser("list", help="list keys")
+    listing = keys_sub.add_parser("list", help="list keys")
+    listing.add_argument("--json", action="store_true", help="one JSON object per key")
     revoke = keys_sub.add_parser("revoke", help="revoke a key")
     revoke.add_argument("key_id")
     keys.set_defaults(func=cmd_keys)
 
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
-    simulate.add_argument("--host", default="127.0.0.1")
+    simulate.add_argument("--host", help="address to bind (default: BATCHGATE_HOST)")
     simulate.add_argument("--port", type=int)
     simulate.add_argument("--latency-ms", dest="latency_ms", type=float)
     simulate.add_argument("--error-rate", dest="error_rate", type=float, default=0.0)
@@ -261,3 +328,15 @@ def add_commands(sub: Any) -> None:
     envoy_config = sub.add_parser("envoy-config", help="write Envoy's config for the current settings")
     envoy_config.add_argument("--out", default="envoy.yaml")
     envoy_config.set_defaults(func=cmd_envoy_config)
+
+    envoy = sub.add_parser("envoy", help="write Envoy's config into the data directory and run Envoy")
+    envoy.set_defaults(func=cmd_envoy)
+
+    health = sub.add_parser("health", help="exit 0 when a local service is ready (container health checks)")
+    health.add_argument(
+        "target", help="ingest, scheduler, results, executor, envoy, simulator, or host:port (gRPC)"
+    )
+    health.add_argument("--index", type=int, default=0, help="executor number (as for `serve`)")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds")
+    health.add_argument("-q", "--quiet", action="store_true")
+    health.set_defaults(func=cmd_health)

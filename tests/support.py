@@ -3,6 +3,8 @@
 `running_stack()` starts the same processes `batchgate up` starts (core, executors, the
 simulated upstream, Envoy) with free ports and a private data directory, against SQLite or a
 fresh PostgreSQL database, and yields a handle with the REST base URL and an API key.
+`replicated_stack()` does the same with every service as its own process and several replicas
+of each behind Envoy (PostgreSQL only), as a multi-replica deployment runs them.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import io
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,19 +162,24 @@ def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def running_stack(
-    tmp: Path, database_url: str, projects: tuple[str, ...] = ("default",), start: bool = True, **extra: str
+def _stack_running(
+    tmp: Path,
+    database_url: str,
+    projects: tuple[str, ...],
+    env: dict[str, str],
+    start: Callable[[Stack], None] | None,
+    extra: dict[str, Any] | None = None,
 ) -> Iterator[RunningStack]:
-    """Start a full stack; on exit stop it. Logs stay under `tmp/logs`."""
-    env = stack_env(tmp, database_url, **extra)
+    """Prepare the database, `start(stack)`, wait until ready; on exit stop it and, on a
+    failure, print the logs (they stay under `tmp/logs`)."""
     settings = load_settings(environ=env)
     keys = asyncio.run(prepare_database(database_url, projects))
     # The suite's own BATCHGATE_* environment must not leak into the stack.
     stack = Stack(settings, env=env, log_dir=tmp / "logs", inherit_settings=False)
-    running = RunningStack(settings, stack, keys, env, tmp / "logs")
+    running = RunningStack(settings, stack, keys, env, tmp / "logs", extra or {})
     try:
-        if start:
-            stack.start_all()
+        if start is not None:
+            start(stack)
             stack.wait_ready()
         yield running
     except BaseException:
@@ -178,6 +187,52 @@ def running_stack(
         raise
     finally:
         stack.stop()
+
+
+@contextlib.contextmanager
+def running_stack(
+    tmp: Path, database_url: str, projects: tuple[str, ...] = ("default",), start: bool = True, **extra: str
+) -> Iterator[RunningStack]:
+    """Start a full stack; on exit stop it. Logs stay under `tmp/logs`."""
+    env = stack_env(tmp, database_url, **extra)
+    with _stack_running(tmp, database_url, projects, env, Stack.start_all if start else None) as running:
+        yield running
+
+
+REPLICATED_SERVICES = ("ingest", "scheduler", "results", "executor")
+
+
+@contextlib.contextmanager
+def replicated_stack(
+    tmp: Path,
+    database_url: str,
+    replicas: Mapping[str, int],
+    projects: tuple[str, ...] = ("default",),
+    **extra: str,
+) -> Iterator[RunningStack]:
+    """Every service as its own processes, `replicas[service]` of each (default 1), each replica
+    on its own port; Envoy balances over the ingest and results replicas, and the services
+    reach each other through the `*_ADDRS` lists. PostgreSQL only (every replica writes).
+
+    `running.extra["ports"][service]` lists the replicas' ports, in the order of the children
+    named `<service>-<n>` in `running.stack.children`.
+    """
+    assert database_url.startswith("postgresql"), "several replicas need PostgreSQL"
+    ports = {s: [free_port() for _ in range(replicas.get(s, 1))] for s in REPLICATED_SERVICES}
+    env = stack_env(tmp, database_url, **extra)
+    for service in ("ingest", "scheduler", "results"):
+        env[f"BATCHGATE_{service.upper()}_ADDRS"] = ",".join(f"127.0.0.1:{p}" for p in ports[service])
+
+    def start(stack: Stack) -> None:
+        if stack.settings.uses_simulator:
+            stack.start_simulator()
+        for service in REPLICATED_SERVICES:
+            for replica, port in enumerate(ports[service]):
+                stack.start_service(service, replica, port)
+        stack.start_envoy()
+
+    with _stack_running(tmp, database_url, projects, env, start, {"ports": ports}) as running:
+        yield running
 
 
 def jsonl(records: list[dict[str, Any]]) -> bytes:
@@ -226,3 +281,25 @@ def wait_for_batch(
 def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
     text = data.decode() if isinstance(data, bytes) else data
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def clean_environ(env: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment without the suite's BATCHGATE_* variables, plus `env`."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BATCHGATE_")}
+    environ.update(env)
+    return environ
+
+
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, timeout_s: float = 180.0
+) -> subprocess.CompletedProcess[str]:
+    """`batchgate ARGS…` as a subprocess with pipes (so stderr is not a TTY); the suite's own
+    BATCHGATE_* variables are dropped, `env` added."""
+    return subprocess.run(
+        [sys.executable, "-m", "batchgate.cli", *args],
+        env=clean_environ(env or {}),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )

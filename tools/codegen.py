@@ -94,7 +94,7 @@ def main() -> None:
     from tools.config_docs import update_readme
 
     update_readme()
-    print("regenerated stubs,", DESCRIPTOR_SET, "and the README settings table")
+    print("regenerated stubs,", DESCRIPTOR_SET, "and the README settings and limits tables")
 
 
 if __name__ == "__main__":

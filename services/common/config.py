@@ -146,6 +146,12 @@ class Settings:
     simulator_latency_ms: float = _setting(
         20.0, "BATCHGATE_SIMULATOR_LATENCY_MS", "Simulated upstream's answer delay."
     )
+    simulator_host: str = _setting(
+        "127.0.0.1",
+        "BATCHGATE_SIMULATOR_HOST",
+        "Host executors reach the simulated upstream at when no provider is configured "
+        "(compose: `simulator`).",
+    )
     # --- limits ------------------------------------------------------------------------
     max_file_bytes: int = _setting(
         200 * 1000 * 1000,
@@ -275,7 +281,7 @@ def _cast(raw: Any, type_name: str) -> Any:
 
 def _simulated_catalogue(settings: Settings) -> tuple[tuple[ProviderConfig, ...], tuple[ModelConfig, ...]]:
     """Providers/models used when no YAML names any: everything runs on `batchgate simulate`."""
-    base = f"http://127.0.0.1:{settings.simulator_port}"
+    base = f"http://{settings.simulator_host}:{settings.simulator_port}"
     providers = (
         ProviderConfig(name=SIMULATED_PROVIDER, kind="openai", base_url=f"{base}/v1", api_keys=("sim",)),
         ProviderConfig(

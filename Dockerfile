@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# One image for every batchgate service; the command picks what a container runs:
+#   serve ingest | serve scheduler | serve results | serve executor | envoy | migrate | simulate | up
+# compose.yaml runs one service per container; `docker run -p 8080:8080 IMAGE` runs the whole
+# embedded stack (`up`: SQLite in the data volume, the simulated upstream).
+
+ARG PYTHON_VERSION=3.11
+
+FROM python:${PYTHON_VERSION}-slim-bookworm AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/batchgate
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY batchgate ./batchgate
+COPY services ./services
+COPY gateway ./gateway
+# A plain (non-editable) install: the venv alone is the application, Envoy's binary included.
+RUN /opt/batchgate/bin/pip install . \
+ && /opt/batchgate/bin/batchgate --help > /dev/null
+
+FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
+RUN groupadd --system --gid 10001 batchgate \
+ && useradd --system --uid 10001 --gid batchgate --home-dir /var/lib/batchgate --create-home \
+      --shell /usr/sbin/nologin batchgate
+COPY --from=build /opt/batchgate /opt/batchgate
+ENV PATH=/opt/batchgate/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    BATCHGATE_HOST=0.0.0.0 \
+    BATCHGATE_DATA_DIR=/var/lib/batchgate \
+    BATCHGATE_PUBLIC_BASE_URL=http://localhost:8080
+USER 10001:10001
+WORKDIR /var/lib/batchgate
+EXPOSE 8080 50051 50052 50053 50054 8099
+ENTRYPOINT ["batchgate"]
+CMD ["up"]

@@ -1,0 +1,144 @@
+"""A small synchronous client for batchgate's REST API: OpenAI's Files and Batches API through Envoy.
+
+The `batchgate batches|files` verbs use it. It speaks the same HTTP as the `openai` SDK (bearer
+key, multipart upload, JSON bodies, streamed downloads), so the CLI exercises exactly what users
+hit. Every failure becomes an `ApiFailure` that carries the HTTP status, the OpenAI error object
+and the exit code the CLI ends with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import quote
+
+import httpx
+
+from batchgate.exit_codes import CommandError, ExitCode
+
+DOWNLOAD_CHUNK = 1024 * 1024
+
+
+class ApiFailure(CommandError):
+    """The API answered an error (or could not be reached: `status` is None)."""
+
+    def __init__(self, status: int | None, message: str, error: dict[str, Any] | None = None) -> None:
+        code = ExitCode.OTHER if status is None else ExitCode.for_http_status(status)
+        super().__init__(code, message)
+        self.status = status
+        self.error = error or {}
+
+
+def _failure(response: httpx.Response) -> ApiFailure:
+    try:
+        error = response.json().get("error") or {}
+    except ValueError:
+        error = {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    text = error.get("message") or response.text.strip() or response.reason_phrase
+    label = f"{response.status_code} {error['code']}" if error.get("code") else str(response.status_code)
+    return ApiFailure(response.status_code, f"({label}) {text}", error)
+
+
+def _segment(ident: str) -> str:
+    return quote(ident, safe="")
+
+
+class ApiClient:
+    """One connection pool to one gateway with one API key."""
+
+    def __init__(self, base_url: str, api_key: str, timeout_s: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "batchgate-cli"},
+            timeout=httpx.Timeout(timeout_s),
+        )
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.close()
+
+    @contextlib.contextmanager
+    def _reachable(self) -> Iterator[None]:
+        try:
+            yield
+        except httpx.HTTPError as exc:
+            raise ApiFailure(None, f"cannot reach {self.base_url}: {exc}") from None
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        with self._reachable():
+            response = self._http.request(method, path, **kwargs)
+        if response.is_error:
+            raise _failure(response)
+        return dict(response.json())
+
+    def _download(self, path: str, out: BinaryIO, params: dict[str, Any] | None = None) -> int:
+        written = 0
+        with self._reachable(), self._http.stream("GET", path, params=params) as response:
+            if response.is_error:
+                response.read()
+                raise _failure(response)
+            for chunk in response.iter_bytes(DOWNLOAD_CHUNK):
+                out.write(chunk)
+                written += len(chunk)
+        return written
+
+    # --- files -------------------------------------------------------------------------------
+
+    def upload_file(self, path: Path, purpose: str = "batch") -> dict[str, Any]:
+        with path.open("rb") as stream:
+            files = {"file": (path.name, stream, "application/jsonl")}
+            return self._call("POST", "/files", data={"purpose": purpose}, files=files)
+
+    def list_files(self, **query: Any) -> dict[str, Any]:
+        return self._call("GET", "/files", params={k: v for k, v in query.items() if v is not None})
+
+    def get_file(self, file_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/files/{_segment(file_id)}")
+
+    def delete_file(self, file_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/files/{_segment(file_id)}")
+
+    def download_file(self, file_id: str, out: BinaryIO) -> int:
+        return self._download(f"/files/{_segment(file_id)}/content", out)
+
+    # --- batches -----------------------------------------------------------------------------
+
+    def create_batch(self, body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return self._call("POST", "/batches", json=body, headers=headers)
+
+    def get_batch(self, batch_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/batches/{_segment(batch_id)}")
+
+    def list_batches(self, **query: Any) -> dict[str, Any]:
+        return self._call("GET", "/batches", params={k: v for k, v in query.items() if v is not None})
+
+    def cancel_batch(self, batch_id: str) -> dict[str, Any]:
+        return self._call("POST", f"/batches/{_segment(batch_id)}/cancel", json={})
+
+    def download_results(self, batch_id: str, out: BinaryIO, partial: bool, state: str | None) -> int:
+        params: dict[str, Any] = {"partial": "true"} if partial else {}
+        if state:
+            params["state"] = state
+        return self._download(f"/batches/{_segment(batch_id)}/results", out, params)
+
+
+def save_to(path: Path, fetch: Any) -> int:
+    """Run `fetch(stream)` into `path` atomically: a failed download leaves no partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    try:
+        with partial.open("wb") as out:
+            written = int(fetch(out))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return written

@@ -1,0 +1,175 @@
+"""The `batchgate` client verbs end to end: REST through Envoy, progress in a log, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from batchgate.exit_codes import ExitCode
+from tests.support import (
+    RunningStack,
+    chat_records,
+    free_port,
+    jsonl,
+    read_jsonl,
+    run_cli,
+    upload,
+    wait_for_batch,
+)
+
+
+def _client_env(stack: RunningStack, key: str | None = None) -> dict[str, str]:
+    return {"BATCHGATE_BASE_URL": stack.base_url, "BATCHGATE_API_KEY": key or stack.key}
+
+
+def test_create_wait_shows_progress_in_a_log_and_downloads_the_files(
+    shared_stack: RunningStack, tmp_path: Path
+) -> None:
+    records = chat_records(30, prefix="cli-wait", x_sim={"delay_ms": 100})
+    duplicate = dict(records[0])
+    (tmp_path / "in.jsonl").write_bytes(jsonl([*records, duplicate]))
+    out_dir, rejections = tmp_path / "out", tmp_path / "rejected.jsonl"
+
+    run = run_cli(
+        "batches", "create", "--input-file", str(tmp_path / "in.jsonl"),
+        "--endpoint", "/v1/chat/completions", "--wait", "-o", str(out_dir),
+        "--metadata", "team=cli", "--metadata", "run=1", "--priority", "expedited",
+        "--rejections-out", str(rejections), "--poll-interval", "0.2",
+        env=_client_env(shared_stack),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    batch_id = run.stdout.split()[0]
+    assert batch_id.startswith("batch_")
+
+    # stderr is a pipe here: plain lines, no carriage returns or escape codes.
+    assert "\r" not in run.stderr and "\x1b" not in run.stderr
+    assert "rejected line 31 [cli-wait-0]: duplicate_custom_id" in run.stderr
+    progress = [line for line in run.stderr.splitlines() if re.match(r"\d\d:\d\d:\d\d batch_", line)]
+    assert progress, run.stderr
+    assert re.search(r"completed: 31/31 \(100%\)  30 completed  1 failed  [\d.]+/s  ETA 0s$", progress[-1])
+    assert all(re.search(r" \d+/31 \(\d+%\)  \d+ completed  \d+ failed  ", line) for line in progress)
+
+    output = read_jsonl((out_dir / f"{batch_id}_output.jsonl").read_text())
+    assert [line["custom_id"] for line in output] == [r["custom_id"] for r in records]
+    errors = read_jsonl((out_dir / f"{batch_id}_errors.jsonl").read_text())
+    assert [e["error"]["code"] for e in errors] == ["duplicate_custom_id"]
+    assert [r["line"] for r in read_jsonl(rejections.read_text())] == [31]
+
+    batch = shared_stack.client().batches.retrieve(batch_id)
+    assert batch.metadata == {"team": "cli", "run": "1"}
+    assert batch.model_extra["priority"] == "expedited"
+
+
+def test_results_and_file_verbs(shared_stack: RunningStack, tmp_path: Path) -> None:
+    env = _client_env(shared_stack)
+    records = chat_records(5, prefix="cli-files")
+    (tmp_path / "in.jsonl").write_bytes(jsonl(records))
+
+    upload = run_cli("files", "upload", str(tmp_path / "in.jsonl"), "--json", env=env)
+    assert upload.returncode == 0, upload.stderr
+    file = json.loads(upload.stdout)
+    assert file["purpose"] == "batch" and file["bytes"] == (tmp_path / "in.jsonl").stat().st_size
+
+    listing = run_cli("files", "list", "--purpose", "batch", env=env)
+    assert listing.returncode == 0 and file["id"] in listing.stdout
+    shown = run_cli("files", "get", file["id"], env=env)
+    assert shown.returncode == 0 and "in.jsonl" in shown.stdout
+    download = run_cli("files", "download", file["id"], env=env)
+    assert download.returncode == 0 and download.stdout.encode() == (tmp_path / "in.jsonl").read_bytes()
+
+    client = shared_stack.client()
+    batch = client.batches.create(
+        input_file_id=file["id"], endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    got = run_cli("batches", "get", batch.id, "--wait", "-o", str(tmp_path), "--json", env=env)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["status"] == "completed"
+    assert (tmp_path / f"{batch.id}_output.jsonl").exists()
+
+    results = run_cli("batches", "results", batch.id, "-o", str(tmp_path / "r.jsonl"), env=env)
+    assert results.returncode == 0, results.stderr
+    lines = read_jsonl((tmp_path / "r.jsonl").read_text())
+    assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
+    failed_only = run_cli("batches", "results", batch.id, "--state", "failed", env=env)
+    assert failed_only.returncode == 0 and failed_only.stdout == ""
+
+    listed = run_cli("batches", "list", "--limit", "100", "--json", env=env)
+    assert batch.id in [b["id"] for b in json.loads(listed.stdout)["data"]]
+
+    deleted = run_cli("files", "delete", file["id"], env=env)
+    assert deleted.returncode == 0 and deleted.stdout.strip() == f"deleted {file['id']}"
+    gone = run_cli("files", "get", file["id"], env=env)
+    assert gone.returncode == ExitCode.NOT_FOUND
+    assert "404 not_found" in gone.stderr
+
+
+def test_exit_codes(shared_stack: RunningStack, tmp_path: Path) -> None:
+    env = _client_env(shared_stack)
+    client = shared_stack.client()
+    (tmp_path / "bad.jsonl").write_text('not json\n{"custom_id": "x"}\n')
+    (tmp_path / "ok.jsonl").write_bytes(jsonl(chat_records(1, prefix="cli-codes")))
+    create = ("batches", "create", "--endpoint", "/v1/chat/completions", "--input-file")
+
+    no_valid = run_cli(*create, str(tmp_path / "bad.jsonl"), env=env)
+    assert no_valid.returncode == ExitCode.INVALID
+    assert "rejected line 1: invalid_json_line" in no_valid.stderr
+    assert "no_valid_records" in no_valid.stderr
+
+    batch = client.batches.create(
+        input_file_id=upload(client, chat_records(1, prefix="cli-codes")).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    finished = wait_for_batch(client, batch.id)
+    cases = [
+        (("batches", "get", "batch_doesnotexist"), env, ExitCode.NOT_FOUND),
+        (("batches", "cancel", finished.id), env, ExitCode.CONFLICT),
+        ((*create, str(tmp_path / "missing.jsonl")), env, ExitCode.INVALID),
+        ((*create, str(tmp_path / "ok.jsonl"), "--metadata", "novalue"), env, ExitCode.INVALID),
+        ((*create, str(tmp_path / "ok.jsonl"), "--priority", "urgent"), env, ExitCode.INVALID),
+        (("batches", "create", "--endpoint", "/v1/chat/completions"), env, ExitCode.INVALID),
+        (("batches", "list"), _client_env(shared_stack, key="bg-wrong"), ExitCode.OTHER),
+        (("batches", "list"), {"BATCHGATE_BASE_URL": shared_stack.base_url}, ExitCode.INVALID),
+        (("batches", "list", "--base-url", f"http://127.0.0.1:{free_port()}/v1"), env, ExitCode.OTHER),
+        (("batches", "get", finished.id), env, ExitCode.OK),
+    ]
+    for args, case_env, expected in cases:
+        run = run_cli(*args, env=case_env)
+        assert run.returncode == expected, (args, run.stdout, run.stderr)
+        if expected != ExitCode.OK:
+            assert run.stderr.strip(), args
+
+
+@pytest.mark.parametrize("target", ["ingest", "scheduler", "results", "executor", "envoy", "simulator"])
+def test_health_verb_answers_for_every_part_of_a_running_stack(
+    shared_stack: RunningStack, target: str
+) -> None:
+    run = run_cli("health", target, env=shared_stack.env)
+    assert run.returncode == 0, run.stderr
+    assert "is ready" in run.stdout
+
+
+def test_health_verb_fails_for_nothing_listening_and_unknown_targets() -> None:
+    assert run_cli("health", f"127.0.0.1:{free_port()}", "--timeout", "1").returncode == ExitCode.OTHER
+    assert run_cli("health", "nonsense").returncode == ExitCode.INVALID
+
+
+def test_operator_key_verbs_follow_the_exit_codes(database_url: str) -> None:
+    env = {"BATCHGATE_DATABASE_URL": database_url}
+    created = run_cli("keys", "create", "--project", "cli", "--name", "ops", env=env)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("bg-")
+    listed = run_cli("keys", "list", "--json", env=env)
+    keys = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(k["project"], k["name"], k["state"]) for k in keys] == [("cli", "ops", "active")]
+    assert secret.startswith(keys[0]["prefix"])
+
+    assert run_cli("keys", "revoke", keys[0]["id"], env=env).returncode == ExitCode.OK
+    again = run_cli("keys", "revoke", keys[0]["id"], env=env)
+    assert again.returncode == ExitCode.CONFLICT and "already revoked" in again.stderr
+    assert run_cli("keys", "revoke", "key_unknown", env=env).returncode == ExitCode.NOT_FOUND
+    assert run_cli("keys", "create", "--budget", "-1", env=env).returncode == ExitCode.INVALID

@@ -1,0 +1,121 @@
+"""compose.yaml: valid for Compose, consistent with batchgate, and runnable (as local processes)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from openai import OpenAI
+
+from tests import compose
+from tests.otlp_sink import OtlpSink
+from tests.support import chat_records, fresh_database, read_jsonl, upload, wait_for_batch
+
+README = compose.ROOT / "README.md"
+
+
+def test_compose_file_follows_the_rules() -> None:
+    parsed, _ = compose.load()
+    assert compose.problems(parsed, compose.read_dockerfile().env) == []
+    services = parsed["services"]
+    assert {compose.role(s) for s in services.values() if compose.is_batchgate(s)} == set(compose.ROLES)
+    assert {"postgres", "otel-collector", "jaeger"} <= set(services)
+    assert services["simulator"]["profiles"] == ["simulator"]
+    assert "16686:16686" in services["jaeger"]["ports"]
+
+
+def test_every_compose_variable_has_a_default_and_is_documented() -> None:
+    _, variables = compose.load()
+    readme = README.read_text()
+    assert variables
+    for variable in variables:
+        assert variable.has_default, (
+            f"${{{variable.name}}} needs a default so `docker compose up` works as is"
+        )
+        assert f"`{variable.name}`" in readme, f"README.md does not document {variable.name}"
+
+
+def test_the_rules_catch_what_they_are_for() -> None:
+    """A broken copy of the file is refused, one problem per mistake."""
+    parsed, _ = compose.load()
+    services = parsed["services"]
+    services["ingest"]["environment"] = {**services["ingest"]["environment"], "BATCHGATE_NO_SUCH": "1"}
+    services["executor"]["ports"] = ["50054:50054"]
+    services["envoy"]["depends_on"]["ingest"]["condition"] = "service_ready"
+    services["results"]["healthcheck"]["test"] = ["CMD", "batchgate", "health", "ingest"]
+    services["scheduler"]["command"] = ["serve", "schedulers"]
+    services["ingest"]["depends_on"] = {"migrate": {"condition": "service_started"}}
+    found = compose.problems(parsed, compose.read_dockerfile().env)
+    for expected in (
+        "BATCHGATE_NO_SUCH is not a setting",
+        "executors scale",
+        "condition 'service_ready'",
+        "healthcheck should be `batchgate health results`",
+        "`batchgate serve schedulers` is not a valid command",
+        "wait for the migration to complete",
+    ):
+        assert any(expected in problem for problem in found), (expected, found)
+
+
+def test_collector_forwards_traces_to_jaeger() -> None:
+    parsed, _ = compose.load()
+    collector = parsed["services"]["otel-collector"]
+    source = next(m.split(":")[0] for m in collector["volumes"])
+    config = yaml.safe_load((compose.ROOT / source).read_text())
+    grpc_endpoint = config["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
+    assert grpc_endpoint.endswith(":4317")
+    endpoint = parsed["x-batchgate"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert endpoint == "http://otel-collector:4317"
+    pipelines = config["service"]["pipelines"]
+    for pipeline in pipelines.values():
+        assert set(pipeline["receivers"]) <= set(config["receivers"])
+        assert set(pipeline["exporters"]) <= set(config["exporters"])
+    jaeger = config["exporters"][pipelines["traces"]["exporters"][0]]["endpoint"]
+    assert re.fullmatch(r"jaeger:4317", jaeger)
+    assert any("grpc.endpoint=0.0.0.0:4317" in arg for arg in parsed["services"]["jaeger"]["command"])
+
+
+@pytest.mark.postgres
+def test_compose_stack_runs_a_batch_as_processes(tmp_path: Path) -> None:
+    parsed, _ = compose.load()
+    with fresh_database("postgres", tmp_path) as url:
+        local = compose.LocalCompose(
+            parsed,
+            compose.read_dockerfile().env,
+            tmp_path,
+            url,
+            profiles=frozenset({"simulator"}),
+            scale={"executor": 2},
+        )
+        collector = parsed["x-batchgate"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        otlp_port = local.port(int(collector.rsplit(":", 1)[1]))
+        with OtlpSink(otlp_port) as sink, local.running():
+            started = sorted(child.name for child in local.stack.children)
+            assert started == [
+                "envoy-0", "executor-0", "executor-1", "ingest-0", "results-0", "scheduler-0", "simulator-0"
+            ]  # fmt: skip
+            # `docker compose run --rm migrate keys create`
+            key = local.run_once("migrate", ["keys", "create", "--name", "compose"]).strip()
+            envoy_port = local.port(int(parsed["services"]["envoy"]["ports"][0].rsplit(":", 1)[1]))
+            client = OpenAI(base_url=f"http://127.0.0.1:{envoy_port}/v1", api_key=key, max_retries=0)
+
+            records = chat_records(20, prefix="compose")
+            batch = client.batches.create(
+                input_file_id=upload(client, records).id,
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+            )
+            done = wait_for_batch(client, batch.id, timeout_s=180)
+            assert done.status == "completed" and done.request_counts.completed == 20
+            lines = read_jsonl(client.files.content(done.output_file_id).content)
+            assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
+
+            # Traces go where the file says: the services export to the collector's address.
+            expected = {"batchgate-ingest", "batchgate-scheduler", "batchgate-results"}
+            deadline = time.monotonic() + 60
+            while not expected <= set(sink.spans) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert expected <= set(sink.spans), dict(sink.spans)
