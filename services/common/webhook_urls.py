@@ -42,7 +42,7 @@ def address_allowed(address: Address, allowed: Sequence[Network]) -> bool:
         address = address.ipv4_mapped
     if any(address in network for network in allowed):
         return True
-    return address.is_global and not address.is_multicast
+    return address.is_global and not (address.is_multicast or address.is_reserved)
 
 
 def split_url(url: str) -> tuple[str, int]:
