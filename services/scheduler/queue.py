@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, select, update
 
 from services.common.db import Database
-from services.common.db.dialect import skip_locked
+from services.common.db.dialect import among_skip_locked
 from services.common.db.schema import batches, items
 from services.scheduler.fairness import Candidate, allocate, top_group
 
@@ -107,12 +107,11 @@ class Queue:
                     break
                 for candidate, share in allocate(group, remaining, self._rotation):
                     info = runnable[candidate.batch_id]
-                    picked = skip_locked(
-                        self._db,
+                    picked = (
                         select(items.c.idx)
                         .where(items.c.batch_id == candidate.batch_id, items.c.state == "queued")
                         .order_by(items.c.idx)
-                        .limit(share),
+                        .limit(share)
                     )
                     rows = (
                         await conn.execute(
@@ -120,7 +119,7 @@ class Queue:
                             .where(
                                 items.c.batch_id == candidate.batch_id,
                                 items.c.state == "queued",
-                                items.c.idx.in_(picked.scalar_subquery()),
+                                among_skip_locked(self._db, items.c.idx, picked),
                             )
                             .values(
                                 state="leased",

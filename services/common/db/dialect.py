@@ -2,6 +2,7 @@
 
 - Row locking for leases: `FOR UPDATE SKIP LOCKED` on PostgreSQL; on SQLite the single
   writer (BEGIN IMMEDIATE under the process's write lock) already excludes everyone else.
+  `= ANY(ARRAY(sub-select))` where a locking sub-select must run exactly once.
 - Wake-ups: `NOTIFY`/`LISTEN` on PostgreSQL; on SQLite, where only one process writes, the
   in-process signal of the caller is enough, so these are no-ops.
 - Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Select, text
+from sqlalchemy import ColumnElement, Select, any_, func, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.engine import Database
@@ -31,6 +32,19 @@ def skip_locked(db: Database, query: Select[Any]) -> Select[Any]:
     if db.is_postgres:
         return query.with_for_update(skip_locked=True)
     return query
+
+
+def among_skip_locked(db: Database, column: ColumnElement[Any], query: Select[Any]) -> ColumnElement[bool]:
+    """`column IN (query)`, locking the rows `query` picks and skipping rows others hold.
+
+    On PostgreSQL the sub-select must run exactly once: planned as a nested-loop semi-join,
+    `IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` re-runs it for every outer row, each run
+    skipping the rows the earlier ones locked, so an UPDATE takes far more than n rows.
+    `= ANY(ARRAY(SELECT …))` is evaluated once, before the outer scan.
+    """
+    if db.is_postgres:
+        return column == any_(func.array(query.with_for_update(skip_locked=True).scalar_subquery()))
+    return column.in_(query.scalar_subquery())
 
 
 def lock_rows(db: Database, query: Select[Any]) -> Select[Any]:

@@ -1,0 +1,64 @@
+"""A lease call hands out at most the items asked for, on SQLite and on PostgreSQL.
+
+PostgreSQL may plan `idx IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` as a nested loop that
+re-runs the locking sub-select for every row, which leased a whole batch to one executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from sqlalchemy import insert, select
+
+from services.common.db import Database
+from services.common.db.schema import batches, items, projects
+from services.scheduler.queue import Queue
+from tests.support import prepare_database
+
+
+async def _lease_twice(url: str) -> tuple[int, int, int]:
+    await prepare_database(url)
+    db = Database(url)
+    try:
+        now = time.time()
+        async with db.write() as conn:
+            project = (await conn.execute(select(projects.c.id))).scalar_one()
+            await conn.execute(
+                insert(batches).values(
+                    id="batch_limit",
+                    project_id=project,
+                    api_key_id="key",
+                    endpoint="/v1/chat/completions",
+                    input_file_id="file-limit",
+                    completion_window="24h",
+                    status="in_progress",
+                    created_at=now,
+                    expires_at=now + 3600,
+                    priority_tier=0,
+                    priority=0,
+                    discount=0.5,
+                    total=40,
+                )
+            )
+            await conn.execute(
+                insert(items),
+                [
+                    {"batch_id": "batch_limit", "idx": i, "line": i + 1, "custom_id": f"c{i}", "body": b"{}"}
+                    | {"state": "queued", "attempt": 0}
+                    for i in range(40)
+                ],
+            )
+        queue = Queue(db, lease_ttl_s=60)
+        first = await queue.lease("executor-a", 4)
+        second = await queue.lease("executor-b", 7)
+        async with db.read() as conn:
+            leased = len((await conn.execute(select(items.c.idx).where(items.c.state == "leased"))).all())
+        assert not {lease.index for lease in first} & {lease.index for lease in second}
+        return len(first), len(second), leased
+    finally:
+        await db.dispose()
+
+
+def test_lease_takes_no_more_than_asked(database_url: str) -> None:
+    assert asyncio.run(_lease_twice(database_url)) == (4, 7, 11)
