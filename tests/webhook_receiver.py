@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,6 +94,11 @@ class WebhookReceiver:
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    @staticmethod
+    def fresh_path(name: str) -> str:
+        """A path no other test uses (one receiver serves several tests and database kinds)."""
+        return f"/{name}-{uuid.uuid4().hex[:12]}"
 
     def script(self, path: str, *answers: str | int) -> None:
         """Answers for the next calls to `path`: an HTTP status, or `sleep:<s>` (then 200)."""

@@ -8,8 +8,8 @@ tokens and cost into the batch row with one UPDATE. A repeat of an already store
 
 The latest lease is `attempt == token` with the item `leased`, or `queued` again because the
 lease lapsed but nobody has leased it since: nothing else can be running it, so the late
-result is kept rather than paid for twice. Items are locked before the batch row is updated,
-in the order the scheduler's statements take them, so the two never deadlock.
+result is kept rather than paid for twice. The batch row is locked before its items, the
+order the scheduler's closing statements use too, so the two never deadlock.
 """
 
 from __future__ import annotations
@@ -95,8 +95,11 @@ class Recorder:
     ) -> None:
         batch = (
             await conn.execute(
-                select(batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total).where(
-                    batches.c.id == batch_id
+                lock_rows(
+                    self._db,
+                    select(
+                        batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total
+                    ).where(batches.c.id == batch_id),
                 )
             )
         ).first()

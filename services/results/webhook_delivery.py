@@ -91,10 +91,15 @@ class WebhookDeliverer:
                 )
                 .values(status="failed", next_attempt_at=None)
             )
+            # Two statements, not `id IN (SELECT … LIMIT n SKIP LOCKED)`: PostgreSQL may re-run
+            # such a sub-select per row and take more than `limit`.
+            ids = list((await conn.execute(due)).scalars().all())
+            if not ids:
+                return []
             rows = (
                 await conn.execute(
                     update(webhook_deliveries)
-                    .where(deliveries.id.in_(due.scalar_subquery()), deliveries.status == "pending")
+                    .where(deliveries.id.in_(ids), deliveries.status == "pending")
                     .values(
                         attempts=deliveries.attempts + 1,
                         next_attempt_at=now + self._settings.webhook_timeout_s + CLAIM_SLACK_S,

@@ -71,10 +71,11 @@ def test_batch_end_event_is_signed_and_verifies_at_a_real_receiver(
     shared_stack: RunningStack, receiver: WebhookReceiver
 ) -> None:
     client = shared_stack.client()
-    batch = create_with_webhook(client, receiver.url("/signed"), "hook-signed", metadata={"team": "hooks"})
-    assert batch.model_extra["webhook_url"] == receiver.url("/signed")
+    signed_path = receiver.fresh_path("signed")
+    batch = create_with_webhook(client, receiver.url(signed_path), "hook-signed", metadata={"team": "hooks"})
+    assert batch.model_extra["webhook_url"] == receiver.url(signed_path)
     done = wait_for_batch(client, batch.id)
-    (call,) = receiver.wait_for("/signed", 1)
+    (call,) = receiver.wait_for(signed_path, 1)
 
     verify = readme_verifier()
     secret = webhook_secret(shared_stack)
@@ -96,7 +97,7 @@ def test_batch_end_event_is_signed_and_verifies_at_a_real_receiver(
     delivery = wait_for_delivery(shared_stack, batch.id)
     assert delivery["id"] == event["event_id"] and delivery["type"] == "batch.completed"
     assert delivery["attempt_count"] == 1 and delivery["payload"] == event
-    assert delivery["url"] == receiver.url("/signed") and delivery["delivered_at"] >= delivery["created_at"]
+    assert delivery["url"] == receiver.url(signed_path) and delivery["delivered_at"] >= delivery["created_at"]
     (attempt,) = delivery["attempts"]
     assert (attempt["attempt"], attempt["status_code"], attempt["error"]) == (1, 200, None)
     assert deliveries(shared_stack, batch.id, project="other").status_code == 404
@@ -106,11 +107,12 @@ def test_receiver_that_fails_twice_gets_the_event_on_the_third_attempt(
     shared_stack: RunningStack, receiver: WebhookReceiver
 ) -> None:
     # 1st attempt: no answer within the stack's 2 s webhook timeout; 2nd: HTTP 503; 3rd: 200.
-    receiver.script("/flaky", "sleep:4", 503)
+    flaky_path = receiver.fresh_path("flaky")
+    receiver.script(flaky_path, "sleep:4", 503)
     client = shared_stack.client()
-    batch = create_with_webhook(client, receiver.url("/flaky"), "hook-flaky")
+    batch = create_with_webhook(client, receiver.url(flaky_path), "hook-flaky")
     wait_for_batch(client, batch.id)
-    calls = receiver.wait_for("/flaky", 3)
+    calls = receiver.wait_for(flaky_path, 3)
     delivery = wait_for_delivery(shared_stack, batch.id)
 
     verify = readme_verifier()
@@ -127,7 +129,7 @@ def test_receiver_that_fails_twice_gets_the_event_on_the_third_attempt(
     for earlier, later in ((first, second), (second, third)):
         assert later["started_at"] >= earlier["finished_at"]
     time.sleep(1.5)  # nothing more is sent once delivered
-    assert len(receiver.received("/flaky")) == 3
+    assert len(receiver.received(flaky_path)) == 3
 
 
 @pytest.mark.parametrize(
