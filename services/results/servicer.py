@@ -23,8 +23,9 @@ from services.results.finalize import Finalizer, item_pages
 from services.results.lines import FAILED_STATES, FINISHED_STATES, SUCCEEDED, LineRenderer
 from services.results.recorder import Recorder
 from services.results.usage import (
-    EVENT_ID_PREFIX,
     UsageFilter,
+    event_message,
+    group_message,
     parse_group_by,
     usage_event_page,
     usage_groups,
@@ -84,10 +85,6 @@ async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
     return row
 
 
-def _cost(amount: float) -> results_pb2.UsageCost:
-    return results_pb2.UsageCost(currency="usd", amount=amount)
-
-
 class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -131,24 +128,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
         group_by = parse_group_by(request.group_by)
         groups = await usage_groups(self._db, await self._usage_filter(request), group_by)
         return results_pb2.GetUsageResponse(
-            object="list",
-            data=[
-                results_pb2.UsageGroup(
-                    object="usage.group",
-                    batch_id=pv.string_or_null(g.batch_id if "batch_id" in group_by else None),
-                    model=pv.string_or_null(g.model if "model" in group_by else None),
-                    api_key_id=pv.string_or_null(g.api_key_id if "api_key_id" in group_by else None),
-                    requests=g.requests,
-                    input_tokens=g.input_tokens,
-                    cached_tokens=g.cached_tokens,
-                    output_tokens=g.output_tokens,
-                    reasoning_tokens=g.reasoning_tokens,
-                    total_tokens=g.input_tokens + g.output_tokens,
-                    cost=_cost(g.cost_usd),
-                )
-                for g in groups
-                if g.requests
-            ],
+            object="list", data=[group_message(g, group_by) for g in groups if g.requests]
         )
 
     async def ListUsageEvents(
@@ -157,26 +137,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
         rows, has_more = await usage_event_page(
             self._db, await self._usage_filter(request), request.after, request.limit
         )
-        page = [
-            results_pb2.UsageEvent(
-                id=f"{EVENT_ID_PREFIX}{r.id}",
-                object="usage.event",
-                created_at=int(r.created_at),
-                source=r.source,
-                batch_id=r.batch_id,
-                item_index=r.item_idx,
-                custom_id=pv.string_or_null(r.custom_id),
-                api_key_id=r.api_key_id,
-                model=r.model,
-                input_tokens=r.input_tokens,
-                cached_tokens=r.cached_tokens,
-                output_tokens=r.output_tokens,
-                reasoning_tokens=r.reasoning_tokens,
-                total_tokens=r.input_tokens + r.output_tokens,
-                cost=_cost(r.cost_usd),
-            )
-            for r in rows
-        ]
+        page = [event_message(r) for r in rows]
         return results_pb2.ListUsageEventsResponse(
             object="list",
             data=page,

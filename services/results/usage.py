@@ -1,5 +1,5 @@
 """Querying the usage events: sums per group (GET /v1/usage) and the events themselves
-(GET /v1/usage/events), always within the caller's project.
+(GET /v1/usage/events), always within the caller's project, and their public messages.
 
 One event per finished item is written by the recorder (`source=batch`); the sums are one
 GROUP BY over the project's events in the time range, served by `ix_usage_project_time`
@@ -14,7 +14,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Row, func, select
 
+from batchgate.v1 import results_pb2
 from services.common import errors
+from services.common import proto_values as pv
 from services.common.db import Database
 from services.common.db.schema import items, usage_events
 
@@ -120,3 +122,35 @@ async def usage_event_page(
     async with db.read() as conn:
         rows = list((await conn.execute(query)).all())
     return rows[:limit], len(rows) > limit
+
+
+def _sums(row: Row[Any]) -> dict[str, Any]:
+    """The token and cost fields shared by a group and an event."""
+    return {
+        "input_tokens": row.input_tokens,
+        "cached_tokens": row.cached_tokens,
+        "output_tokens": row.output_tokens,
+        "reasoning_tokens": row.reasoning_tokens,
+        "total_tokens": row.input_tokens + row.output_tokens,
+        "cost": results_pb2.UsageCost(currency="usd", amount=row.cost_usd),
+    }
+
+
+def group_message(row: Row[Any], group_by: list[str]) -> results_pb2.UsageGroup:
+    keys = {key: pv.string_or_null(getattr(row, key) if key in group_by else None) for key in GROUP_COLUMNS}
+    return results_pb2.UsageGroup(object="usage.group", requests=row.requests, **keys, **_sums(row))
+
+
+def event_message(row: Row[Any]) -> results_pb2.UsageEvent:
+    return results_pb2.UsageEvent(
+        id=f"{EVENT_ID_PREFIX}{row.id}",
+        object="usage.event",
+        created_at=int(row.created_at),
+        source=row.source,
+        batch_id=row.batch_id,
+        item_index=row.item_idx,
+        custom_id=pv.string_or_null(row.custom_id),
+        api_key_id=row.api_key_id,
+        model=row.model,
+        **_sums(row),
+    )

@@ -119,40 +119,7 @@ def test_an_unreachable_upstream_gives_connection_errors(stack: RunningStack) ->
         assert BatchError.model_validate(line["error"]).code == "connection_error"
 
 
-def _events(receiver: WebhookReceiver, path: str) -> list[dict[str, Any]]:
-    return [orjson.loads(call.body) for call in receiver.wait_for(path, 1)]
-
-
-def test_cancel_keeps_finished_results_and_tells_the_webhook(
-    stack: RunningStack, receiver: WebhookReceiver
-) -> None:
-    client = stack.client()
-    records = chat_records(10, prefix="shape-cancel", x_sim={"delay_ms": 700})
-    cancelled_path = receiver.fresh_path("cancelled")
-    batch = create(client, records, extra_body={"webhook_url": receiver.url(cancelled_path)})
-    wait_until_some_finished(client, batch.id)
-    assert client.batches.cancel(batch.id).status in ("cancelling", "cancelled")
-    done = wait_for_batch(client, batch.id)
-
-    assert done.status == "cancelled" and done.cancelled_at
-    finished = read_jsonl(client.files.content(done.output_file_id).content)
-    cancelled = error_lines(client, done)
-    assert len(finished) == done.request_counts.completed >= 1
-    assert len(cancelled) == done.request_counts.failed >= 1
-    assert len(finished) + len(cancelled) == 10
-    assert sorted(x["custom_id"] for x in finished + cancelled) == sorted(r["custom_id"] for r in records)
-    for line in cancelled:
-        assert line["response"] is None
-        assert BatchError.model_validate(line["error"]).code == "batch_cancelled"
-
-    (event,) = _events(receiver, cancelled_path)
-    assert (event["type"], event["status"], event["id"]) == ("batch.cancelled", "cancelled", batch.id)
-    assert event["cancelled_at"] == done.cancelled_at
-    assert event["request_counts"] == {"total": 10, "completed": len(finished), "failed": len(cancelled)}
-    assert (event["output_file_id"], event["error_file_id"]) == (done.output_file_id, done.error_file_id)
-
-
-def _expire_now(stack: RunningStack, batch_id: str) -> None:
+def _expire_now(stack: RunningStack, client: Any, batch_id: str) -> None:
     """The completion window passes (a test cannot wait 24 h): move its end into the past."""
 
     async def run() -> None:
@@ -168,26 +135,39 @@ def _expire_now(stack: RunningStack, batch_id: str) -> None:
     asyncio.run(run())
 
 
-def test_expiry_keeps_finished_results_and_tells_the_webhook(
-    stack: RunningStack, receiver: WebhookReceiver
+def _cancel(_stack: RunningStack, client: Any, batch_id: str) -> None:
+    assert client.batches.cancel(batch_id).status in ("cancelling", "cancelled")
+
+
+ENDINGS = {"cancelled": _cancel, "expired": _expire_now}
+
+
+@pytest.mark.parametrize("end", sorted(ENDINGS))
+def test_cancel_and_expiry_keep_finished_results_and_tell_the_webhook(
+    stack: RunningStack, receiver: WebhookReceiver, end: str
 ) -> None:
     client = stack.client()
-    records = chat_records(10, prefix="shape-expire", x_sim={"delay_ms": 700})
-    expired_path = receiver.fresh_path("expired")
-    batch = create(client, records, extra_body={"webhook_url": receiver.url(expired_path)})
+    records = chat_records(10, prefix=f"shape-{end}", x_sim={"delay_ms": 700})
+    path = receiver.fresh_path(end)
+    batch = create(client, records, extra_body={"webhook_url": receiver.url(path)})
     wait_until_some_finished(client, batch.id)
-    _expire_now(stack, batch.id)
+    ENDINGS[end](stack, client, batch.id)
     done = wait_for_batch(client, batch.id)
 
-    assert done.status == "expired" and done.expired_at
+    assert done.status == end and getattr(done, f"{end}_at") and done.completed_at is None
     finished = read_jsonl(client.files.content(done.output_file_id).content)
-    expired = error_lines(client, done)
-    assert len(finished) >= 1 and len(expired) >= 1 and len(finished) + len(expired) == 10
-    for line in expired:
+    closed = error_lines(client, done)
+    assert len(finished) == done.request_counts.completed >= 1  # paid-for results are kept
+    assert len(closed) == done.request_counts.failed >= 1
+    assert sorted(x["custom_id"] for x in finished + closed) == sorted(r["custom_id"] for r in records)
+    for line in closed:
         assert line["response"] is None
         error = BatchError.model_validate(line["error"])
-        assert error.code == "batch_expired" and "completion window" in (error.message or "")
+        assert error.code == f"batch_{end}" and error.message
 
-    (event,) = _events(receiver, expired_path)
-    assert (event["type"], event["status"]) == ("batch.expired", "expired")
-    assert event["expired_at"] == done.expired_at and event["completed_at"] is None
+    (call,) = receiver.wait_for(path, 1)
+    event = orjson.loads(call.body)
+    assert (event["type"], event["status"], event["id"]) == (f"batch.{end}", end, batch.id)
+    assert event[f"{end}_at"] == getattr(done, f"{end}_at") and event["completed_at"] is None
+    assert event["request_counts"] == {"total": 10, "completed": len(finished), "failed": len(closed)}
+    assert (event["output_file_id"], event["error_file_id"]) == (done.output_file_id, done.error_file_id)
