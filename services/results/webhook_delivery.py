@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
-from sqlalchemy import insert, select, update
+from sqlalchemy import exists, insert, select, update
 
 from services.common.config import Settings
 from services.common.db import Database
@@ -69,31 +69,26 @@ class WebhookDeliverer:
         """Take up to `limit` due deliveries for one attempt each."""
         now = time.time()
         max_attempts = self._settings.webhook_max_attempts
-        due = skip_locked(
-            self._db,
-            select(deliveries.id)
-            .where(
-                deliveries.status == "pending",
-                deliveries.next_attempt_at <= now,
-                deliveries.attempts < max_attempts,
-            )
-            .order_by(deliveries.next_attempt_at)
-            .limit(limit),
-        )
+        lapsed = (deliveries.status == "pending", deliveries.next_attempt_at <= now)
+        async with self._db.read() as conn:  # idle polls stay reads: SQLite has one writer
+            if not (await conn.execute(select(exists().where(*lapsed)))).scalar():
+                return []
         async with self._db.write() as conn:
             # A last attempt whose replica died never recorded an outcome: give up on it.
             await conn.execute(
                 update(webhook_deliveries)
-                .where(
-                    deliveries.status == "pending",
-                    deliveries.next_attempt_at <= now,
-                    deliveries.attempts >= max_attempts,
-                )
+                .where(*lapsed, deliveries.attempts >= max_attempts)
                 .values(status="failed", next_attempt_at=None)
             )
             # Two statements, not `id IN (SELECT … LIMIT n SKIP LOCKED)`: PostgreSQL may re-run
             # such a sub-select per row and take more than `limit`.
-            ids = list((await conn.execute(due)).scalars().all())
+            picked = (
+                select(deliveries.id)
+                .where(*lapsed, deliveries.attempts < max_attempts)
+                .order_by(deliveries.next_attempt_at)
+                .limit(limit)
+            )
+            ids = list((await conn.execute(skip_locked(self._db, picked))).scalars().all())
             if not ids:
                 return []
             rows = (

@@ -157,3 +157,14 @@ async def test_an_attempt_whose_replica_died_is_retried_after_its_claim_lapses(d
     first, second = await attempts(db)
     assert (first.attempt, first.finished_at, first.status_code) == (1, None, None)  # outcome unknown
     assert (second.attempt, second.status_code) == (2, 200)
+
+
+async def test_a_lapsed_last_attempt_ends_failed(db: Database) -> None:
+    once = settings(BATCHGATE_WEBHOOK_MAX_ATTEMPTS="1")
+    await enqueue(db, ["http://127.0.0.1:9/never-answered"])
+    assert len(await WebhookDeliverer(once, db).claim(5)) == 1  # this replica then dies
+    async with db.write() as conn:
+        await conn.execute(update(webhook_deliveries).values(next_attempt_at=time.time() - 1))
+    assert await WebhookDeliverer(once, db).claim(5) == []
+    (row,) = await deliveries(db)
+    assert (row.status, row.attempts, row.next_attempt_at) == ("failed", 1, None)
