@@ -9,9 +9,9 @@
    queues the batch's webhook event. Until then the blobs are incomplete and invisible; a
    crash leaves only garbage that the next finalize of the batch deletes first.
 
-Finalizing 50,000 items of ~700 bytes (35 MB of output) takes about 1–2 s on SQLite or
-PostgreSQL on a 2-core machine (`python -m bench.finalize`): the next page is read while the
-current one is rendered and written, and the lease is renewed only every third of its life.
+Finalizing must be short (users see `finalizing` with every count at 100%): the next page is
+read while the current one is rendered and written, lines are rendered from row tuples, and
+the lease is renewed only every third of its life. `python -m bench.finalize` measures it.
 """
 
 from __future__ import annotations
