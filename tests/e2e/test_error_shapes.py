@@ -103,7 +103,7 @@ def test_timeouts_are_error_objects_next_to_the_successes(stack: RunningStack) -
     (line,) = error_lines(client, batch)
     assert line["custom_id"] == "shape-slow-0" and line["response"] is None
     error = BatchError.model_validate(line["error"])
-    assert error.code == "request_timeout" and "1 s" in (error.message or "")
+    assert error.code == "request_timeout" and error.message
 
 
 def test_an_unreachable_upstream_gives_connection_errors(stack: RunningStack) -> None:
