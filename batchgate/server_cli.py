@@ -161,6 +161,23 @@ def cmd_keys(args: argparse.Namespace) -> None:
     asyncio.run(_with_db(settings, {"create": create, "list": listing, "revoke": revoke}[args.keys_command]))
 
 
+def cmd_webhooks(args: argparse.Namespace) -> None:
+    settings = _settings(args)
+
+    async def secret(db: Database) -> None:
+        value = await auth.webhook_secret(db, args.project, rotate=args.rotate)
+        if value is None:
+            sys.exit(f"no project {args.project}")
+        print(value)
+        if args.rotate:
+            print(
+                f"rotated: webhooks of project {args.project} are signed with this secret now",
+                file=sys.stderr,
+            )
+
+    asyncio.run(_with_db(settings, secret))
+
+
 # --- simulate / envoy-config ---------------------------------------------------------------------
 
 
@@ -315,6 +332,13 @@ def add_commands(sub: Any) -> None:
     revoke = keys_sub.add_parser("revoke", help="revoke a key")
     revoke.add_argument("key_id")
     keys.set_defaults(func=cmd_keys)
+
+    webhooks = sub.add_parser("webhooks", help="webhook signing secrets (direct database access)")
+    webhooks_sub = webhooks.add_subparsers(dest="webhooks_command", required=True)
+    secret = webhooks_sub.add_parser("secret", help="print a project's webhook signing secret")
+    secret.add_argument("--project", default=auth.DEFAULT_PROJECT_NAME)
+    secret.add_argument("--rotate", action="store_true", help="replace it with a new one first")
+    webhooks.set_defaults(func=cmd_webhooks)
 
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
     simulate.add_argument("--host", help="address to bind (default: BATCHGATE_HOST)")

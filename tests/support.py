@@ -155,6 +155,10 @@ def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
             "BATCHGATE_DATABASE_URL": database_url,
             "BATCHGATE_SIMULATOR_LATENCY_MS": "5",
             "BATCHGATE_LOG_LEVEL": "INFO",
+            # Webhook receivers in tests listen on loopback; retry them quickly.
+            "BATCHGATE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
+            "BATCHGATE_WEBHOOK_RETRY_INITIAL_S": "0.2",
+            "BATCHGATE_WEBHOOK_TIMEOUT_S": "2",
         }
     )
     env.update(extra)

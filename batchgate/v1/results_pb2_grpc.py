@@ -27,7 +27,7 @@ if _version_not_supported:
 
 
 class ResultsServiceStub:
-    """Per-item results of a batch, as JSONL.
+    """Per-item results of a batch, the project's usage, and a batch's webhook deliveries.
     """
 
     def __init__(self, channel):
@@ -41,10 +41,25 @@ class ResultsServiceStub:
                 request_serializer=batchgate_dot_v1_dot_results__pb2.GetBatchResultsRequest.SerializeToString,
                 response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
+        self.GetUsage = channel.unary_unary(
+                '/batchgate.v1.ResultsService/GetUsage',
+                request_serializer=batchgate_dot_v1_dot_results__pb2.GetUsageRequest.SerializeToString,
+                response_deserializer=batchgate_dot_v1_dot_results__pb2.GetUsageResponse.FromString,
+                _registered_method=True)
+        self.ListUsageEvents = channel.unary_unary(
+                '/batchgate.v1.ResultsService/ListUsageEvents',
+                request_serializer=batchgate_dot_v1_dot_results__pb2.ListUsageEventsRequest.SerializeToString,
+                response_deserializer=batchgate_dot_v1_dot_results__pb2.ListUsageEventsResponse.FromString,
+                _registered_method=True)
+        self.ListWebhookDeliveries = channel.unary_unary(
+                '/batchgate.v1.ResultsService/ListWebhookDeliveries',
+                request_serializer=batchgate_dot_v1_dot_results__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+                response_deserializer=batchgate_dot_v1_dot_results__pb2.ListWebhookDeliveriesResponse.FromString,
+                _registered_method=True)
 
 
 class ResultsServiceServicer:
-    """Per-item results of a batch, as JSONL.
+    """Per-item results of a batch, the project's usage, and a batch's webhook deliveries.
     """
 
     def GetBatchResults(self, request, context):
@@ -52,6 +67,28 @@ class ResultsServiceServicer:
         Answers 409 while the batch runs unless `partial` is set.
         buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetUsage(self, request, context):
+        """Tokens, requests and cost of the caller's project, summed over the filters and split
+        by the `group_by` keys.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListUsageEvents(self, request, context):
+        """The usage events themselves (one per finished item), oldest first, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWebhookDeliveries(self, request, context):
+        """The webhook events of a batch and every delivery attempt.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -65,6 +102,21 @@ def add_ResultsServiceServicer_to_server(servicer, server):
                     request_deserializer=batchgate_dot_v1_dot_results__pb2.GetBatchResultsRequest.FromString,
                     response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
+            'GetUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetUsage,
+                    request_deserializer=batchgate_dot_v1_dot_results__pb2.GetUsageRequest.FromString,
+                    response_serializer=batchgate_dot_v1_dot_results__pb2.GetUsageResponse.SerializeToString,
+            ),
+            'ListUsageEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListUsageEvents,
+                    request_deserializer=batchgate_dot_v1_dot_results__pb2.ListUsageEventsRequest.FromString,
+                    response_serializer=batchgate_dot_v1_dot_results__pb2.ListUsageEventsResponse.SerializeToString,
+            ),
+            'ListWebhookDeliveries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWebhookDeliveries,
+                    request_deserializer=batchgate_dot_v1_dot_results__pb2.ListWebhookDeliveriesRequest.FromString,
+                    response_serializer=batchgate_dot_v1_dot_results__pb2.ListWebhookDeliveriesResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'batchgate.v1.ResultsService', rpc_method_handlers)
@@ -74,7 +126,7 @@ def add_ResultsServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ResultsService:
-    """Per-item results of a batch, as JSONL.
+    """Per-item results of a batch, the project's usage, and a batch's webhook deliveries.
     """
 
     @staticmethod
@@ -94,6 +146,87 @@ class ResultsService:
             '/batchgate.v1.ResultsService/GetBatchResults',
             batchgate_dot_v1_dot_results__pb2.GetBatchResultsRequest.SerializeToString,
             google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/batchgate.v1.ResultsService/GetUsage',
+            batchgate_dot_v1_dot_results__pb2.GetUsageRequest.SerializeToString,
+            batchgate_dot_v1_dot_results__pb2.GetUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListUsageEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/batchgate.v1.ResultsService/ListUsageEvents',
+            batchgate_dot_v1_dot_results__pb2.ListUsageEventsRequest.SerializeToString,
+            batchgate_dot_v1_dot_results__pb2.ListUsageEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWebhookDeliveries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/batchgate.v1.ResultsService/ListWebhookDeliveries',
+            batchgate_dot_v1_dot_results__pb2.ListWebhookDeliveriesRequest.SerializeToString,
+            batchgate_dot_v1_dot_results__pb2.ListWebhookDeliveriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,10 @@ class CreatedKey:
     secret: str  # shown once; only its hash is stored
 
 
+def new_webhook_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
 async def ensure_project(db: Database, name: str = DEFAULT_PROJECT_NAME) -> str:
     """The id of the project called `name`, created if missing."""
     async with db.write() as conn:
@@ -73,10 +77,24 @@ async def ensure_project(db: Database, name: str = DEFAULT_PROJECT_NAME) -> str:
         new = project_id()
         await conn.execute(
             insert(projects).values(
-                id=new, name=name, created_at=time.time(), webhook_secret="whsec_" + secrets.token_urlsafe(32)
+                id=new, name=name, created_at=time.time(), webhook_secret=new_webhook_secret()
             )
         )
         return new
+
+
+async def webhook_secret(db: Database, project_name: str, rotate: bool = False) -> str | None:
+    """The key that signs the webhooks of the project called `project_name` (None: no such
+    project); `rotate` replaces it first."""
+    async with db.write() as conn:
+        if rotate:
+            await conn.execute(
+                update(projects)
+                .where(projects.c.name == project_name)
+                .values(webhook_secret=new_webhook_secret())
+            )
+        query = select(projects.c.webhook_secret).where(projects.c.name == project_name)
+        return (await conn.execute(query)).scalar()
 
 
 async def create_key(

@@ -12,6 +12,7 @@ come only from the YAML file; without one, every model is served by the built-in
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -211,6 +212,38 @@ class Settings:
         "BATCHGATE_VALIDATING_TIMEOUT_S",
         "A create still `validating` after this was interrupted: cleaned up.",
     )
+    # --- usage, cost and webhooks (results) ------------------------------------------------
+    batch_discount_standard: float = _setting(
+        0.5,
+        "BATCHGATE_BATCH_DISCOUNT_STANDARD",
+        "Discount off the model prices for `standard` batches, as a fraction (0.5 = 50%).",
+    )
+    batch_discount_expedited: float = _setting(
+        0.0, "BATCHGATE_BATCH_DISCOUNT_EXPEDITED", "Discount for `expedited` batches, as a fraction."
+    )
+    webhook_timeout_s: float = _setting(
+        10.0, "BATCHGATE_WEBHOOK_TIMEOUT_S", "Time limit of one webhook delivery attempt."
+    )
+    webhook_max_attempts: int = _setting(
+        10, "BATCHGATE_WEBHOOK_MAX_ATTEMPTS", "Delivery attempts per webhook event before it is `failed`."
+    )
+    webhook_retry_initial_s: float = _setting(
+        5.0,
+        "BATCHGATE_WEBHOOK_RETRY_INITIAL_S",
+        "Wait before the second attempt; each further wait doubles (with jitter).",
+    )
+    webhook_retry_max_s: float = _setting(
+        3600.0, "BATCHGATE_WEBHOOK_RETRY_MAX_S", "Longest wait between two attempts."
+    )
+    webhook_concurrency: int = _setting(
+        16, "BATCHGATE_WEBHOOK_CONCURRENCY", "Webhook deliveries in flight per results replica."
+    )
+    webhook_allowed_networks: str = _setting(
+        "",
+        "BATCHGATE_WEBHOOK_ALLOWED_NETWORKS",
+        "Comma-separated CIDRs that webhook URLs may resolve to although they are loopback, "
+        "private, link-local or reserved (e.g. `10.0.0.0/8`). Empty: only public addresses.",
+    )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
         5.0, "BATCHGATE_AUTH_CACHE_S", "How long a verified API key is cached per process (revocation delay)."
@@ -246,6 +279,18 @@ class Settings:
         if raw:
             return [a.strip() for a in raw.split(",") if a.strip()]
         return [f"127.0.0.1:{getattr(self, f'{service}_port')}"]
+
+    def batch_discount(self, priority_tier: int) -> float:
+        """The discount of a batch created in `priority_tier` (0 standard, 1 expedited)."""
+        return self.batch_discount_expedited if priority_tier else self.batch_discount_standard
+
+    @property
+    def webhook_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return tuple(
+            ipaddress.ip_network(n.strip(), strict=False)
+            for n in self.webhook_allowed_networks.split(",")
+            if n.strip()
+        )
 
     @property
     def base_url(self) -> str:
@@ -369,7 +414,18 @@ def load_settings(
         providers, models = _simulated_catalogue(settings)
         settings = dataclasses.replace(settings, providers=providers, models=settings.models or models)
     _check_catalogue(settings)
+    _check_values(settings)
     return settings
+
+
+def _check_values(settings: Settings) -> None:
+    for name in ("batch_discount_standard", "batch_discount_expedited"):
+        if not 0.0 <= getattr(settings, name) <= 1.0:
+            raise ValueError(f"{name} must be between 0 and 1")
+    try:
+        _ = settings.webhook_allowed_network_list
+    except ValueError as exc:
+        raise ValueError(f"webhook_allowed_networks: {exc}") from None
 
 
 def _check_catalogue(settings: Settings) -> None:

@@ -30,6 +30,7 @@ from services.common.db.schema import batches, files, items
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
 from services.common.storage import BlobWriter, read_lines
+from services.common.webhook_urls import check_webhook_url
 from services.ingest.files_servicer import visible_file
 from services.ingest.validation import Accepted, RecordChecker, Rejected
 
@@ -182,6 +183,7 @@ class BatchCreator:
 
     async def create(self, caller: Principal, request: batches_pb2.CreateBatchRequest) -> CreateResult:
         self._check_request(request)
+        await check_webhook_url(request.webhook_url, self._settings)
         tier, priority, spelling = parse_priority(pv.to_python(request.priority))
         if request.input_file_id:
             async with self._db.read() as conn:
@@ -221,7 +223,7 @@ class BatchCreator:
                     priority_tier=tier,
                     priority=priority,
                     priority_spelling=spelling,
-                    discount=0.0 if tier else 0.5,
+                    discount=self._settings.batch_discount(tier),
                     webhook_url=request.webhook_url or None,
                     output_expires_after_s=output_expiry,
                 )

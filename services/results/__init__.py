@@ -1,1 +1,2 @@
-"""Results service: exactly-once outcome records, output/error files, the results endpoint."""
+"""Results service: exactly-once outcome records, output/error files, the results endpoint,
+usage and cost, and batch-end webhooks."""

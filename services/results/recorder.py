@@ -1,10 +1,15 @@
 """Storing outcomes exactly once, and keeping each batch's progress current.
 
 Per batch in a RecordResults group, in one transaction: read the items' lease state (locked
-on PostgreSQL), accept the outcomes whose fencing token is the current lease, store them with
-one executemany, add one usage event per accepted item, and fold the group's counts, tokens
-and cost into the batch row with one UPDATE. A repeat of an already stored outcome (same
-token) is acknowledged as a duplicate; anything else stale is refused.
+on PostgreSQL), accept the outcomes whose fencing token is the item's latest lease, store them
+with one executemany, add one usage event per accepted item, and fold the group's counts,
+tokens and cost into the batch row with one UPDATE. A repeat of an already stored outcome
+(same token) is acknowledged as a duplicate; anything else stale is refused.
+
+The latest lease is `attempt == token` with the item `leased`, or `queued` again because the
+lease lapsed but nobody has leased it since: nothing else can be running it, so the late
+result is kept rather than paid for twice. The batch row is locked before its items, the
+order the scheduler's closing statements use too, so the two never deadlock.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2
 from services.common.config import Settings
@@ -27,6 +32,7 @@ from services.results.pricing import item_cost
 SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
 FAILED = recorder_pb2.OUTCOME_STATE_FAILED
 TERMINAL_ITEM_STATES = ("succeeded", "failed")
+OPEN_ITEM_STATES = ("leased", "queued")
 
 
 @dataclass
@@ -43,7 +49,8 @@ _STORE = (
         items.c.batch_id == bindparam("b_batch"),
         items.c.idx == bindparam("b_idx"),
         items.c.attempt == bindparam("b_attempt"),
-        items.c.state == "leased",
+        # not IN (…): an expanding parameter cannot go through executemany
+        or_(*(items.c.state == state for state in OPEN_ITEM_STATES)),
     )
     .values(
         state=bindparam("state"),
@@ -118,10 +125,10 @@ class Recorder:
         for outcome in group:
             ref = outcome.ref
             item = current.get(ref.index)
-            same_lease = item is not None and item.attempt == ref.attempt
+            same_lease = item is not None and ref.attempt > 0 and item.attempt == ref.attempt
             if same_lease and (item.state in TERMINAL_ITEM_STATES or ref.index in taken):
                 summary.duplicates += 1
-            elif same_lease and item.state == "leased" and outcome.state in (SUCCEEDED, FAILED):
+            elif same_lease and item.state in OPEN_ITEM_STATES and outcome.state in (SUCCEEDED, FAILED):
                 rows.append(self._row(batch_id, outcome, batch.discount, now))
                 taken.add(ref.index)
             else:

@@ -13,10 +13,12 @@ from services.results.finalize import Finalizer
 from services.results.recorder import Recorder
 from services.results.servicer import RecorderServicer, ResultsServicer
 from services.results.sweeps import run_finalize_sweep
+from services.results.webhook_delivery import WebhookDeliverer
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
-    finalizer = Finalizer(settings, db)
+    deliverer = WebhookDeliverer(settings, db)
+    finalizer = Finalizer(settings, db, on_event=deliverer.wake)
 
     def register(server: grpc.aio.Server) -> list[str]:
         recorder_pb2_grpc.add_RecorderServiceServicer_to_server(
@@ -33,5 +35,8 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         port=settings.results_port,
         register=register,
         public=True,
-        background=[lambda: run_finalize_sweep(db, finalizer, settings.maintenance_interval_s)],
+        background=[
+            lambda: run_finalize_sweep(db, finalizer, settings.maintenance_interval_s),
+            deliverer.run,
+        ],
     )

@@ -1,24 +1,36 @@
-"""RecorderService (internal: executors and the scheduler) and ResultsService (public)."""
+"""RecorderService (internal: executors and the scheduler) and ResultsService (public: results,
+usage, webhook deliveries)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 from google.api import httpbody_pb2
-from sqlalchemy import select
+from sqlalchemy import Row, select
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
 from services.common import batch_status, errors
+from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.db import Database
 from services.common.db.schema import batches
 from services.results.finalize import Finalizer, item_pages
-from services.results.lines import FAILED_STATES, FINISHED_STATES, SUCCEEDED, render
+from services.results.lines import FAILED_STATES, FINISHED_STATES, SUCCEEDED, LineRenderer
 from services.results.recorder import Recorder
+from services.results.usage import (
+    UsageFilter,
+    event_message,
+    group_message,
+    parse_group_by,
+    usage_event_page,
+    usage_groups,
+)
+from services.results.webhook_views import delivery_messages
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +68,23 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
         return recorder_pb2.FinalizeBatchResponse(status=status or "")
 
 
+async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
+    """The caller's batch (id, status), or 404 (unknown or another project's)."""
+    async with db.read() as conn:
+        row = (
+            await conn.execute(
+                select(batches.c.id, batches.c.status).where(
+                    batches.c.id == batch_id,
+                    batches.c.project_id == principal().project_id,
+                    batches.c.status != "validating",
+                )
+            )
+        ).first()
+    if row is None:
+        raise errors.not_found("batch", batch_id, "batch_id")
+    return row
+
+
 class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -65,29 +94,62 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     ) -> AsyncIterator[httpbody_pb2.HttpBody]:
         if request.state not in STATE_FILTERS:
             raise errors.invalid("'state' must be 'succeeded' or 'failed'.", "invalid_state", "state")
-        async with self._db.read() as conn:
-            row = (
-                await conn.execute(
-                    select(batches.c.id, batches.c.status).where(
-                        batches.c.id == request.batch_id,
-                        batches.c.project_id == principal().project_id,
-                        batches.c.status != "validating",
-                    )
-                )
-            ).first()
-        if row is None:
-            raise errors.not_found("batch", request.batch_id, "batch_id")
+        row = await visible_batch(self._db, request.batch_id)
         if row.status not in batch_status.TERMINAL and not request.partial:
             raise errors.conflict(
                 f"Batch '{row.id}' is {row.status}; pass partial=true for the results so far.",
                 "batch_not_finished",
             )
         first = True
+        renderer = LineRenderer(row.id)
         async for page in item_pages(self._db, row.id, STATE_FILTERS[request.state]):
             yield httpbody_pb2.HttpBody(
-                content_type="application/jsonl" if first else "",
-                data=b"".join(render(row.id, r) for r in page),
+                content_type="application/jsonl" if first else "", data=renderer.lines(page)
             )
             first = False
         if first:
             yield httpbody_pb2.HttpBody(content_type="application/jsonl", data=b"")
+
+    async def _usage_filter(self, request: Any) -> UsageFilter:
+        if request.batch_id:
+            await visible_batch(self._db, request.batch_id)
+        return UsageFilter(
+            project_id=principal().project_id,
+            start_time=request.start_time,
+            end_time=request.end_time,
+            batch_id=request.batch_id,
+            model=request.model,
+            api_key_id=request.api_key_id,
+        )
+
+    async def GetUsage(
+        self, request: results_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
+    ) -> results_pb2.GetUsageResponse:
+        group_by = parse_group_by(request.group_by)
+        groups = await usage_groups(self._db, await self._usage_filter(request), group_by)
+        return results_pb2.GetUsageResponse(
+            object="list", data=[group_message(g, group_by) for g in groups if g.requests]
+        )
+
+    async def ListUsageEvents(
+        self, request: results_pb2.ListUsageEventsRequest, context: grpc.aio.ServicerContext
+    ) -> results_pb2.ListUsageEventsResponse:
+        rows, has_more = await usage_event_page(
+            self._db, await self._usage_filter(request), request.after, request.limit
+        )
+        page = [event_message(r) for r in rows]
+        return results_pb2.ListUsageEventsResponse(
+            object="list",
+            data=page,
+            has_more=has_more,
+            first_id=pv.string_or_null(page[0].id if page else None),
+            last_id=pv.string_or_null(page[-1].id if page else None),
+        )
+
+    async def ListWebhookDeliveries(
+        self, request: results_pb2.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
+    ) -> results_pb2.ListWebhookDeliveriesResponse:
+        batch = await visible_batch(self._db, request.batch_id)
+        return results_pb2.ListWebhookDeliveriesResponse(
+            object="list", data=await delivery_messages(self._db, batch.id)
+        )

@@ -226,12 +226,17 @@ usage_events = Table(
     Column("cost_usd", Float, nullable=False),
     Index("ix_usage_project_time", "project_id", "created_at"),
     Index("ix_usage_key", "api_key_id"),
+    Index("ix_usage_batch", "batch_id", "item_idx"),
 )
 
+# One row per batch event to deliver. `next_attempt_at` is also the claim: a replica that
+# takes a due delivery moves it past the attempt's time limit and bumps `attempts` (the fencing
+# token of that attempt), so a replica that dies mid-attempt only delays the next one.
 webhook_deliveries = Table(
     "webhook_deliveries",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", String(40), nullable=False, unique=True),  # `evt_…`, the receiver's dedupe key
     Column("batch_id", String(40), nullable=False),
     Column("project_id", String(40), nullable=False),
     Column("url", String(2048), nullable=False),
@@ -246,4 +251,17 @@ webhook_deliveries = Table(
     Column("delivered_at", Float, nullable=True),
     Index("ix_webhooks_due", "status", "next_attempt_at"),
     Index("ix_webhooks_batch", "batch_id"),
+)
+
+# Every delivery attempt, written when it starts and completed when it ends (an attempt whose
+# replica died keeps `finished_at` null).
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("delivery_id", Integer, ForeignKey("webhook_deliveries.id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True, autoincrement=False),
+    Column("started_at", Float, nullable=False),
+    Column("finished_at", Float, nullable=True),
+    Column("status_code", Integer, nullable=True),
+    Column("error", Text, nullable=True),
 )

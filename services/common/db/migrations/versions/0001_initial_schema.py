@@ -176,12 +176,14 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("usage_events", schema=None) as batch_op:
+        batch_op.create_index("ix_usage_batch", ["batch_id", "item_idx"], unique=False)
         batch_op.create_index("ix_usage_key", ["api_key_id"], unique=False)
         batch_op.create_index("ix_usage_project_time", ["project_id", "created_at"], unique=False)
 
     op.create_table(
         "webhook_deliveries",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("event_id", sa.String(length=40), nullable=False),
         sa.Column("batch_id", sa.String(length=40), nullable=False),
         sa.Column("project_id", sa.String(length=40), nullable=False),
         sa.Column("url", sa.String(length=2048), nullable=False),
@@ -195,6 +197,7 @@ def upgrade() -> None:
         sa.Column("next_attempt_at", sa.Float(), nullable=True),
         sa.Column("delivered_at", sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("event_id"),
     )
     with op.batch_alter_table("webhook_deliveries", schema=None) as batch_op:
         batch_op.create_index("ix_webhooks_batch", ["batch_id"], unique=False)
@@ -225,9 +228,21 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["blob_id"], ["blobs.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("blob_id", "seq"),
     )
+    op.create_table(
+        "webhook_attempts",
+        sa.Column("delivery_id", sa.Integer(), nullable=False),
+        sa.Column("attempt", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("started_at", sa.Float(), nullable=False),
+        sa.Column("finished_at", sa.Float(), nullable=True),
+        sa.Column("status_code", sa.Integer(), nullable=True),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.ForeignKeyConstraint(["delivery_id"], ["webhook_deliveries.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("delivery_id", "attempt"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("webhook_attempts")
     op.drop_table("blob_chunks")
     op.drop_table("api_keys")
     with op.batch_alter_table("webhook_deliveries", schema=None) as batch_op:
@@ -238,6 +253,7 @@ def downgrade() -> None:
     with op.batch_alter_table("usage_events", schema=None) as batch_op:
         batch_op.drop_index("ix_usage_project_time")
         batch_op.drop_index("ix_usage_key")
+        batch_op.drop_index("ix_usage_batch")
 
     op.drop_table("usage_events")
     op.drop_table("projects")

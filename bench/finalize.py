@@ -1,0 +1,167 @@
+"""How long `finalizing` takes: write the output and error files of one large batch.
+
+Seeds a fresh database with one batch of N finished items (simulator-shaped chat completion
+bodies, a share of them failed), then times `Finalizer.finalize` on it, and profiles it with
+`--profile`. Runs on SQLite by default; `--database-url postgresql+asyncpg://…` for PostgreSQL
+(the database must exist and be empty).
+
+    .venv/bin/python -m bench.finalize --items 50000 [--failed-share 0.1] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+from sqlalchemy import insert, select
+
+from services.common import auth
+from services.common.config import load_settings
+from services.common.db import Database
+from services.common.db.migrate import migrate
+from services.common.db.schema import batches, blob_chunks, files, items
+from services.common.ids import batch_id as new_batch_id
+from services.results.finalize import Finalizer
+
+SEED_CHUNK = 5000
+
+
+def _answer(i: int) -> bytes:
+    text = f"Simulated answer {i:012x} to: bench message {i} " + "lorem ipsum " * 20
+    return orjson.dumps(
+        {
+            "id": f"chatcmpl-{i:024x}",
+            "object": "chat.completion",
+            "created": 1_767_225_600,
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 60, "total_tokens": 72},
+            "system_fingerprint": "fp_sim",
+        }
+    )
+
+
+def _item(batch: str, i: int, failed_every: int) -> dict[str, object]:
+    row: dict[str, object] = {
+        "batch_id": batch,
+        "idx": i,
+        "line": i + 1,
+        "custom_id": f"bench-{i}",
+        "state": "succeeded",
+        "body": b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}',
+        "status_code": 200,
+        "response": _answer(i),
+        "request_id": f"req_{i}",
+        "error_code": None,
+        "error_message": None,
+        "finished_at": time.time(),
+    }
+    if failed_every and i % failed_every == 0:
+        row.update(
+            state="failed",
+            status_code=None,
+            response=None,
+            error_code="request_timeout",
+            error_message="The upstream did not answer within 600 s.",
+        )
+    return row
+
+
+async def seed(db: Database, n: int, failed_share: float) -> str:
+    await migrate(db)
+    project = await auth.ensure_project(db)
+    batch = new_batch_id()
+    failed_every = round(1 / failed_share) if failed_share else 0
+    failed = len(range(0, n, failed_every)) if failed_every else 0
+    now = time.time()
+    async with db.write() as conn:
+        await conn.execute(
+            insert(batches).values(
+                id=batch,
+                project_id=project,
+                api_key_id="key_bench",
+                endpoint="/v1/chat/completions",
+                input_file_id="file-bench",
+                completion_window="24h",
+                status="in_progress",
+                created_at=now,
+                expires_at=now + 86400,
+                in_progress_at=now,
+                total=n,
+                completed_count=n - failed,
+                failed_count=failed,
+            )
+        )
+    for start in range(0, n, SEED_CHUNK):
+        async with db.write() as conn:
+            await conn.execute(
+                insert(items),
+                [_item(batch, i, failed_every) for i in range(start, min(n, start + SEED_CHUNK))],
+            )
+    return batch
+
+
+async def run(url: str, n: int, failed_share: float, profile: bool) -> None:
+    settings = load_settings(environ={})
+    db = Database(url)
+    try:
+        batch = await seed(db, n, failed_share)
+        finalizer = Finalizer(settings, db)
+        profiler = cProfile.Profile() if profile else None
+        started = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        status = await finalizer.finalize(batch)
+        if profiler:
+            profiler.disable()
+        elapsed = time.perf_counter() - started
+        async with db.read() as conn:
+            row = (await conn.execute(select(batches).where(batches.c.id == batch))).one()
+            sizes = {
+                f.id: f.bytes
+                for f in (await conn.execute(select(files).where(files.c.batch_id == batch))).all()
+            }
+            chunks = len((await conn.execute(select(blob_chunks.c.seq))).all())
+        print(
+            f"{db.dialect}: finalize of {n} items → {status} in {elapsed:.2f} s "
+            f"(finalizing_at→completed_at {row.completed_at - row.finalizing_at:.2f} s); "
+            f"files {sizes}, {chunks} chunks"
+        )
+        if profiler:
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+    finally:
+        await db.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--items", type=int, default=50_000)
+    parser.add_argument("--failed-share", type=float, default=0.1)
+    parser.add_argument("--database-url", default="")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.database_url:
+        asyncio.run(run(args.database_url, args.items, args.failed_share, args.profile))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
+        asyncio.run(run(url, args.items, args.failed_share, args.profile))
+
+
+if __name__ == "__main__":
+    main()
