@@ -162,16 +162,19 @@ def cmd_keys(args: argparse.Namespace) -> None:
 
 
 def cmd_webhooks(args: argparse.Namespace) -> None:
+    from services.common import auth
+
     settings = _settings(args)
+    project = args.project or auth.DEFAULT_PROJECT_NAME
 
     async def secret(db: Database) -> None:
-        value = await auth.webhook_secret(db, args.project, rotate=args.rotate)
+        value = await auth.webhook_secret(db, project, rotate=args.rotate)
         if value is None:
-            sys.exit(f"no project {args.project}")
+            raise CommandError(ExitCode.NOT_FOUND, f"no project {project}")
         print(value)
         if args.rotate:
             print(
-                f"rotated: webhooks of project {args.project} are signed with this secret now",
+                f"rotated: webhooks of project {project} are signed with this secret now",
                 file=sys.stderr,
             )
 
@@ -336,7 +339,7 @@ def add_commands(sub: Any) -> None:
     webhooks = sub.add_parser("webhooks", help="webhook signing secrets (direct database access)")
     webhooks_sub = webhooks.add_subparsers(dest="webhooks_command", required=True)
     secret = webhooks_sub.add_parser("secret", help="print a project's webhook signing secret")
-    secret.add_argument("--project", default=auth.DEFAULT_PROJECT_NAME)
+    secret.add_argument("--project", help="project name (default: the default project)")
     secret.add_argument("--rotate", action="store_true", help="replace it with a new one first")
     webhooks.set_defaults(func=cmd_webhooks)
 
