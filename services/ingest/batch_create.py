@@ -36,6 +36,7 @@ from services.common.auth import Principal
 from services.common.config import SUPPORTED_ENDPOINTS, Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
+from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
 from services.common.storage import BlobWriter, read_lines, reclaim_owned
@@ -335,6 +336,7 @@ class BatchCreator:
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)
         project = draft.caller.project_id
+        crash_point("ingest.create.before_publish")
         async with self._db.write() as conn:
             if inline is not None:
                 await self._publish(
