@@ -16,6 +16,7 @@ import openai
 from tests.support import RunningStack, jsonl
 
 VIAS = ("sdk", "http")
+ENDPOINT = "/v1/chat/completions"
 SDK_CREATE_FIELDS = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after")
 
 
@@ -37,6 +38,11 @@ class Answer:
         assert set(self.error) >= {"message", "type", "param", "code"}
         assert self.headers["content-type"].startswith("application/json")
         return self.error
+
+
+def from_file(input_file: str) -> dict[str, Any]:
+    """The body of a 24h chat-completions create from an uploaded file."""
+    return {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"}
 
 
 def _headers(stack: RunningStack, project: str, extra: dict[str, str] | None) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.ingest_client import VIAS, create_batch, upload_records
+from tests.e2e.ingest_client import VIAS, create_batch, from_file, upload_records
 from tests.support import RunningStack, add_project, chat_records, db_rows, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
@@ -96,7 +96,7 @@ def test_concurrent_creates_with_one_key_make_one_batch(shared_stack: RunningSta
     input_file = upload_records(
         shared_stack, chat_records(3000, prefix=f"idem-race-{uuid.uuid4().hex[:6]}"), PROJECT
     )
-    body = {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"}
+    body = from_file(input_file)
     headers = key_header()
     before = batches_of(shared_stack, project_id)
     with ThreadPoolExecutor(4) as pool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.ingest_client import VIAS, create_batch, upload_records
+from tests.e2e.ingest_client import VIAS, create_batch, from_file, upload_records
 from tests.support import RunningStack, add_project, db_rows, jsonl, read_jsonl, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
@@ -52,12 +52,7 @@ def context(shared_stack: RunningStack) -> Context:
     input_file = upload_records(shared_stack, [record("a")], PROJECT)
     other = upload_records(shared_stack, [record("a")], "other")
     partly_bad = upload_records(shared_stack, [record("a"), record("b", method="GET")], PROJECT)
-    answer = create_batch(
-        "http",
-        shared_stack,
-        {"input_file_id": partly_bad, "endpoint": ENDPOINT, "completion_window": "24h"},
-        PROJECT,
-    )
+    answer = create_batch("http", shared_stack, from_file(partly_bad), PROJECT)
     wait_for_batch(shared_stack.client(PROJECT), answer.body["id"])  # its files are written by now
     return Context(project_id, input_file, other, answer.body["rejected_records_file_id"])
 
@@ -169,12 +164,7 @@ def test_no_valid_records_is_400_with_every_rejection_and_no_batch(
     lines = [b"{oops", b"", json.dumps(record("x", method="GET")).encode(), b"[1]"]
     input_file = upload_records(shared_stack, b"\n".join(lines) + b"\n", PROJECT)
     before = footprint(shared_stack, context.project_id)
-    answer = create_batch(
-        via,
-        shared_stack,
-        {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"},
-        PROJECT,
-    )
+    answer = create_batch(via, shared_stack, from_file(input_file), PROJECT)
     error = answer.expect_error(400, "no_valid_records")
     expected = [(1, "invalid_json_line", None), (3, "invalid_method", "x"), (4, "invalid_record", None)]
     assert [(r["line"], r["code"], r["custom_id"]) for r in error["rejected_records"]] == expected
@@ -190,12 +180,7 @@ def test_no_valid_records_is_400_with_every_rejection_and_no_batch(
 def test_a_file_of_blank_lines_has_no_records(shared_stack: RunningStack, context: Context, via: str) -> None:
     input_file = upload_records(shared_stack, b"\n \n\t\n", PROJECT)
     before = footprint(shared_stack, context.project_id)
-    answer = create_batch(
-        via,
-        shared_stack,
-        {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"},
-        PROJECT,
-    )
+    answer = create_batch(via, shared_stack, from_file(input_file), PROJECT)
     answer.expect_error(400, "empty_file")
     assert footprint(shared_stack, context.project_id) == before
 
@@ -258,12 +243,7 @@ def test_a_bad_record_is_rejected_alone_with_its_line(
     # Line 2 is blank: lines count from 1 and include blank lines, so the bad record is line 3.
     content = b"\n".join([good(1), b"", case.line, good(2)]) + b"\n"
     input_file = upload_records(shared_stack, content, PROJECT)
-    answer = create_batch(
-        via,
-        shared_stack,
-        {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"},
-        PROJECT,
-    )
+    answer = create_batch(via, shared_stack, from_file(input_file), PROJECT)
     assert answer.status == 200, answer.body
     batch = answer.body
     assert batch["status"] == "in_progress"
@@ -291,14 +271,7 @@ def test_a_long_message_is_cut_to_512_bytes(shared_stack: RunningStack, context:
     url = "/v1/" + "é" * 600
     content = b"\n".join([good(1), _line(url=url)]) + b"\n"
     answer = create_batch(
-        "http",
-        shared_stack,
-        {
-            "input_file_id": upload_records(shared_stack, content, PROJECT),
-            "endpoint": ENDPOINT,
-            "completion_window": "24h",
-        },
-        PROJECT,
+        "http", shared_stack, from_file(upload_records(shared_stack, content, PROJECT)), PROJECT
     )
     [rejected] = answer.body["rejected_records"]
     assert rejected["code"] == "url_mismatch"

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.ingest_client import VIAS, create_batch, upload_file, upload_records
+from tests.e2e.ingest_client import VIAS, create_batch, from_file, upload_file, upload_records
 from tests.support import RunningStack, chat_records, db_rows, fresh_database, jsonl, running_stack
 
 ENDPOINT = "/v1/chat/completions"
@@ -79,9 +79,7 @@ def test_an_upload_at_the_cap_is_accepted(stack: RunningStack) -> None:
 def test_more_records_than_the_limit_is_input_too_large(stack: RunningStack, via: str) -> None:
     input_file = upload_records(stack, chat_records(6, prefix="limit"))
     before = settled(stack)
-    answer = create_batch(
-        via, stack, {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"}
-    )
+    answer = create_batch(via, stack, from_file(input_file))
     error = answer.expect_error(400, "input_too_large")
     assert "5 records" in error["message"]
     assert stored(stack) == before
@@ -89,11 +87,7 @@ def test_more_records_than_the_limit_is_input_too_large(stack: RunningStack, via
 
 def test_the_record_limit_counts_records_not_blank_lines(stack: RunningStack) -> None:
     content = jsonl(chat_records(5, prefix="limit-blank")).replace(b"\n", b"\n\n")
-    answer = create_batch(
-        "http",
-        stack,
-        {"input_file_id": upload_records(stack, content), "endpoint": ENDPOINT, "completion_window": "24h"},
-    )
+    answer = create_batch("http", stack, from_file(upload_records(stack, content)))
     assert answer.status == 200, answer.body
     assert answer.body["request_counts"]["total"] == 5
 
@@ -144,11 +138,7 @@ def test_a_chunked_body_past_the_grpc_limit_gets_an_openai_413(stack: RunningSta
 
 def test_a_record_past_the_size_limit_is_rejected_alone(stack: RunningStack) -> None:
     records = [*chat_records(1, prefix="small"), *chat_records(1, prefix="big", padding="p" * 2500)]
-    answer = create_batch(
-        "http",
-        stack,
-        {"input_file_id": upload_records(stack, records), "endpoint": ENDPOINT, "completion_window": "24h"},
-    )
+    answer = create_batch("http", stack, from_file(upload_records(stack, records)))
     assert answer.status == 200, answer.body
     [rejected] = answer.body["rejected_records"]
     assert (rejected["line"], rejected["code"]) == (2, "record_too_large")
@@ -168,9 +158,7 @@ def test_expired_files_read_as_404_and_the_sweep_reclaims_their_blobs(stack: Run
         answer = httpx.get(stack.base_url + path, headers=auth, timeout=30)
         assert (answer.status_code, answer.json()["error"]["code"]) == (404, "not_found")
     assert file_id not in {f.id for f in client.files.list()}
-    answer = create_batch(
-        "http", stack, {"input_file_id": file_id, "endpoint": ENDPOINT, "completion_window": "24h"}
-    )
+    answer = create_batch("http", stack, from_file(file_id))
     answer.expect_error(404, "not_found")
 
     deadline = time.monotonic() + 60

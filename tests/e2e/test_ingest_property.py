@@ -10,6 +10,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.e2e.ingest_client import from_file
 from tests.support import RunningStack, db_rows, read_jsonl
 
 ENDPOINT = "/v1/chat/completions"
@@ -81,7 +82,7 @@ def test_random_lines_are_each_accepted_or_rejected_and_never_5xx(
     assert uploaded.status_code == 200, uploaded.text
     answer = httpx.post(
         f"{shared_stack.base_url}/batches",
-        json={"input_file_id": uploaded.json()["id"], "endpoint": ENDPOINT, "completion_window": "24h"},
+        json=from_file(uploaded.json()["id"]),
         headers=auth,
         timeout=60,
     )

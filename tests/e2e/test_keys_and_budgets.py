@@ -13,7 +13,7 @@ import uuid
 import openai
 import pytest
 
-from tests.e2e.ingest_client import VIAS, Answer, create_batch, upload_records
+from tests.e2e.ingest_client import VIAS, Answer, create_batch, from_file, upload_records
 from tests.support import RunningStack, chat_records, db_rows, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
@@ -52,9 +52,7 @@ def footprint(stack: RunningStack, project: str) -> tuple[int, int]:
 
 
 def create(stack: RunningStack, project: str, input_file: str, via: str = "sdk") -> Answer:
-    return create_batch(
-        via, stack, {"input_file_id": input_file, "endpoint": ENDPOINT, "completion_window": "24h"}, project
-    )
+    return create_batch(via, stack, from_file(input_file), project)
 
 
 def test_a_revoked_key_is_refused_once_revoke_returns(shared_stack: RunningStack) -> None:

@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import select, update
 
 from services.common.db import Database
-from services.common.db.migrate import migrate
 from services.common.db.schema import idempotency_keys
 from services.common.errors import ApiError
 from services.ingest.idempotency import Claim, IdempotencyKeys
 
 TTL_S = 86400.0
 STALE_S = 30.0
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await migrate(database)
-    yield database
-    await database.dispose()
 
 
 async def test_a_second_create_waits_for_the_first_and_gets_its_batch(db: Database) -> None:

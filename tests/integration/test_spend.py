@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
-import pytest
 from sqlalchemy import insert
 
 from services.common.db import Database
-from services.common.db.migrate import migrate
 from services.common.db.schema import usage_events
 from services.results.spend import spend_usd
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await migrate(database)
-    yield database
-    await database.dispose()
 
 
 def _event(project: str, key: str, cost: float, idx: int) -> dict[str, object]:
