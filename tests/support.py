@@ -261,5 +261,7 @@ def wait_for_batch(
 
 
 def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
+    """JSONL lines end at `\n` only: `str.splitlines()` would also split inside strings that
+    hold U+0085, U+2028 and the like, which JSON writers leave unescaped."""
     text = data.decode() if isinstance(data, bytes) else data
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
