@@ -42,12 +42,12 @@ from services.common.ids import file_id as new_file_id
 from services.common.storage import BlobWriter, read_lines, reclaim_owned
 from services.ingest.budgets import check_budgets
 from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
+from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.lookup import visible_batch, visible_file
-from services.ingest.validation import Accepted, RecordChecker, Rejected
+from services.ingest.validation import Accepted, RecordChecker
 
 log = logging.getLogger(__name__)
 
-INSERT_CHUNK = 2000
 ERROR_PREVIEW_BYTES = 5000
 UTF8_BOM = b"\xef\xbb\xbf"
 MIN_OUTPUT_EXPIRY_S = 3600
@@ -394,33 +394,35 @@ class BatchCreator:
     ) -> _Checked:
         """Stream the input once: check each record, insert its item, collect rejections."""
         checker = RecordChecker(self._settings, endpoint)
-        rows: list[dict[str, Any]] = []
+        writer = ItemWriter(self._db)
         index = 0
         accepted = 0
-        async for line_number, raw in _numbered(read_lines(self._db, blob)):
-            if not raw or raw.isspace():
-                continue
-            if index >= self._settings.max_batch_records:
-                raise errors.invalid(
-                    f"The input has more than {self._settings.max_batch_records} records, "
-                    f"the limit per batch.",
-                    "input_too_large",
-                    param,
-                )
-            outcome = checker.check(raw)
-            rows.append(_item_row(batch, index, line_number, outcome))
-            if isinstance(outcome, Accepted):
-                accepted += 1
-            else:
-                await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
-            index += 1
-            if len(rows) >= INSERT_CHUNK:
-                await self._insert(rows)
-                rows = []
+        try:
+            async for line_number, raw in _numbered(read_lines(self._db, blob)):
+                if not raw or raw.isspace():
+                    continue
+                if index >= self._settings.max_batch_records:
+                    raise errors.invalid(
+                        f"The input has more than {self._settings.max_batch_records} records, "
+                        f"the limit per batch.",
+                        "input_too_large",
+                        param,
+                    )
+                outcome = checker.check(raw)
+                await writer.add(item_row(batch, index, line_number, outcome))
+                if isinstance(outcome, Accepted):
+                    accepted += 1
+                else:
+                    await rejections.add(
+                        Rejection(line_number, outcome.custom_id, outcome.code, outcome.message)
+                    )
+                index += 1
+            await writer.close()
+        except BaseException:
+            await writer.abandon()
+            raise
         if index == 0:
             raise errors.invalid("The input has no records.", "empty_file", param)
-        if rows:
-            await self._insert(rows)
         return _Checked(index, accepted, checker.model)
 
     async def _refuse(
@@ -477,10 +479,6 @@ class BatchCreator:
             )
         )
 
-    async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        async with self._db.write() as conn:
-            await conn.execute(insert(items), rows)
-
 
 def _error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
     """Rejections that fit in an error answer: it travels as gRPC trailing metadata, which
@@ -504,32 +502,6 @@ async def _numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, byt
         if number == 1 and line.startswith(UTF8_BOM):
             line = line[len(UTF8_BOM) :]
         yield number, line
-
-
-def _item_row(batch: str, index: int, line: int, outcome: Accepted | Rejected) -> dict[str, Any]:
-    if isinstance(outcome, Accepted):
-        return {
-            "batch_id": batch,
-            "idx": index,
-            "line": line,
-            "custom_id": outcome.custom_id,
-            "state": "queued",
-            "body": outcome.body,
-            "error_code": None,
-            "error_message": None,
-            "finished_at": None,
-        }
-    return {
-        "batch_id": batch,
-        "idx": index,
-        "line": line,
-        "custom_id": outcome.custom_id,
-        "state": "rejected",
-        "body": None,
-        "error_code": outcome.code,
-        "error_message": outcome.message,
-        "finished_at": time.time(),
-    }
 
 
 async def discard_batch(db: Database, batch: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from services.common.config import Settings
+from services.common.config import ModelConfig, Settings
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
@@ -55,6 +55,8 @@ class RecordChecker:
     custom_id_pattern: re.Pattern[str] | None = None
     seen_custom_ids: set[str] = field(default_factory=set)
     model: str | None = None
+    _offered: dict[str, ModelConfig | None] = field(default_factory=dict)
+    """Catalogue lookups so far (a batch names one model, tens of thousands of times)."""
 
     def _reject(self, code: str, message: str, custom_id: str | None = None) -> Rejected:
         return Rejected(code, clip(message), custom_id)
@@ -127,7 +129,9 @@ class RecordChecker:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return self._reject("missing_model", "'body.model' must be a non-empty string.", custom_id)
-        offered = self.settings.model(model)
+        if model not in self._offered:
+            self._offered[model] = self.settings.model(model)
+        offered = self._offered[model]
         if offered is None:
             return self._reject(
                 "model_not_found", f"The model {model!r} is not offered by this gateway.", custom_id
