@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import errors
+from services.common import batch_status, errors
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
@@ -97,23 +97,27 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
+        """→ `cancelling` (or already `cancelled`); asking again while it is being cancelled
+        answers the same; 409 once the batch has ended or is finalizing its results."""
         project = principal().project_id
         async with self._db.read() as conn:
-            row = await visible_batch(conn, project, request.batch_id)
-        if row.status == "in_progress":
+            found = await visible_batch(conn, project, request.batch_id)
+        row = found
+        if found.status == "in_progress":
             try:
                 await self._scheduler.CancelBatch(
-                    scheduler_pb2.CancelBatchRequest(batch_id=row.id), timeout=10
+                    scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
                 )
             except grpc.aio.AioRpcError as exc:  # cancelling twice is harmless: a retry is safe
                 raise errors.ApiError(
                     503, "The scheduler could not be reached; retry the cancel.", "scheduler_unavailable"
                 ) from exc
-        async with self._db.read() as conn:
-            row = await visible_batch(conn, project, request.batch_id)
-        if row.status not in ("cancelling", "cancelled") and row.end_status != "cancelled":
+            async with self._db.read() as conn:
+                row = await visible_batch(conn, project, request.batch_id)
+        being_cancelled = row.status in ("cancelling", "cancelled") or row.end_status == "cancelled"
+        if found.status in batch_status.TERMINAL or not being_cancelled:
             raise errors.conflict(
-                f"Batch '{row.id}' is {row.status} and can no longer be cancelled.", "batch_not_cancellable"
+                f"Batch '{row.id}' is {found.status} and can no longer be cancelled.", "batch_not_cancellable"
             )
         return batch_message(row)
 
