@@ -111,6 +111,29 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     asyncio.run(_with_db(settings, done))
 
 
+def _budget(value: str) -> float | None:
+    """A `--budget` value: USD (0 or more), or `none` for no cap."""
+    if value.lower() == "none":
+        return None
+    budget = float(value)
+    if not budget >= 0:
+        raise argparse.ArgumentTypeError("a budget is a USD amount of 0 or more, or 'none'")
+    return budget
+
+
+def _show_budget(budget: float | None) -> str:
+    return "no budget" if budget is None else f"budget ${budget:g}"
+
+
+async def _project_or_exit(db: Database, name: str) -> str:
+    from services.common import auth
+
+    project = await auth.find_project(db, name)
+    if project is None:
+        raise CommandError(ExitCode.NOT_FOUND, f"no project {name!r}")
+    return project
+
+
 def cmd_keys(args: argparse.Namespace) -> None:
     from sqlalchemy import select
 
@@ -118,8 +141,6 @@ def cmd_keys(args: argparse.Namespace) -> None:
     from services.common.db.schema import api_keys, projects
 
     settings = _settings(args)
-    if args.keys_command == "create" and args.budget is not None and args.budget < 0:
-        raise CommandError(ExitCode.INVALID, "--budget must be zero or more")
 
     async def create(db: Database) -> None:
         name = args.project or auth.DEFAULT_PROJECT_NAME
@@ -132,33 +153,93 @@ def cmd_keys(args: argparse.Namespace) -> None:
         )
 
     async def listing(db: Database) -> None:
+        query = (
+            select(api_keys, projects.c.name.label("project_name"))
+            .join(projects, projects.c.id == api_keys.c.project_id)
+            .order_by(api_keys.c.created_at)
+        )
+        if args.project:
+            query = query.where(api_keys.c.project_id == await _project_or_exit(db, args.project))
         async with db.read() as conn:
-            rows = (
-                await conn.execute(
-                    select(api_keys, projects.c.name.label("project_name"))
-                    .join(projects, projects.c.id == api_keys.c.project_id)
-                    .order_by(api_keys.c.created_at)
-                )
-            ).all()
+            rows = (await conn.execute(query)).all()
         for row in rows:
             state = "revoked" if row.revoked_at else "active"
             if args.json:
                 entry = {"id": row.id, "prefix": row.key_prefix, "project": row.project_name}
-                print(json.dumps({**entry, "name": row.name, "state": state, "created_at": row.created_at}))
+                print(
+                    json.dumps(
+                        {
+                            **entry,
+                            "name": row.name,
+                            "state": state,
+                            "created_at": row.created_at,
+                            "budget_usd": row.budget_usd,
+                        }
+                    )
+                )
             else:
-                print(f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}")
+                print(
+                    f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}\t"
+                    f"{_show_budget(row.budget_usd)}"
+                )
 
     async def revoke(db: Database) -> None:
-        if await auth.revoke_key(db, args.key_id):
-            print(f"revoked {args.key_id}")
-            return
-        async with db.read() as conn:
-            known = (await conn.execute(select(api_keys.c.id).where(api_keys.c.id == args.key_id))).first()
-        if known is None:
-            raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
-        raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
+        if not await auth.revoke_key(db, args.key_id):
+            async with db.read() as conn:
+                known = (
+                    await conn.execute(select(api_keys.c.id).where(api_keys.c.id == args.key_id))
+                ).first()
+            if known is None:
+                raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
+            raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
+        if not args.no_wait and settings.auth_cache_s > 0:
+            # Servers cache a verified key this long: once we return, no server accepts it.
+            print(
+                f"revoked {args.key_id}; waiting {settings.auth_cache_s:g} s for server caches",
+                file=sys.stderr,
+            )
+            await asyncio.sleep(settings.auth_cache_s)
+        print(f"revoked {args.key_id}")
 
-    asyncio.run(_with_db(settings, {"create": create, "list": listing, "revoke": revoke}[args.keys_command]))
+    async def set_budget(db: Database) -> None:
+        if not await auth.set_key_budget(db, args.key_id, args.budget):
+            raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
+        print(f"key {args.key_id}: {_show_budget(args.budget)}")
+
+    commands = {"create": create, "list": listing, "revoke": revoke, "set-budget": set_budget}
+    asyncio.run(_with_db(settings, commands[args.keys_command]))
+
+
+def cmd_projects(args: argparse.Namespace) -> None:
+    from sqlalchemy import select
+
+    from services.common import auth
+    from services.common.db.schema import projects
+
+    settings = _settings(args)
+
+    async def create(db: Database) -> None:
+        project = await auth.ensure_project(db, args.name)
+        if args.budget is not None:
+            await auth.set_project_budget(db, project, args.budget)
+        print(project)
+
+    async def listing(db: Database) -> None:
+        async with db.read() as conn:
+            rows = (await conn.execute(select(projects).order_by(projects.c.created_at))).all()
+        for row in rows:
+            print(f"{row.id}\t{row.name}\t{_show_budget(row.budget_usd)}")
+
+    async def set_budget(db: Database) -> None:
+        project = await _project_or_exit(db, args.project)
+        await auth.set_project_budget(db, project, args.budget)
+        print(f"project {args.project}: {_show_budget(args.budget)}")
+
+    asyncio.run(
+        _with_db(
+            settings, {"create": create, "list": listing, "set-budget": set_budget}[args.projects_command]
+        )
+    )
 
 
 def cmd_webhooks(args: argparse.Namespace) -> None:
@@ -327,13 +408,20 @@ def add_commands(sub: Any) -> None:
     keys = sub.add_parser("keys", help="manage API keys (direct database access)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key; prints the secret")
-    create.add_argument("--project", help="project name (default: the default project)")
+    create.add_argument("--project", help="project name, created if new (default: the default project)")
     create.add_argument("--name", default="cli")
-    create.add_argument("--budget", type=float, default=None, help="spend cap in USD")
+    create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
     listing = keys_sub.add_parser("list", help="list keys")
+    listing.add_argument("--project", help="only this project's keys (name or id)")
     listing.add_argument("--json", action="store_true", help="one JSON object per key")
-    revoke = keys_sub.add_parser("revoke", help="revoke a key")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key; returns once no server accepts it")
     revoke.add_argument("key_id")
+    revoke.add_argument(
+        "--no-wait", action="store_true", help="return at once (servers may accept it for auth_cache_s)"
+    )
+    key_budget = keys_sub.add_parser("set-budget", help="set a key's spend cap ('none' removes it)")
+    key_budget.add_argument("key_id")
+    key_budget.add_argument("budget", type=_budget, help="USD, or none")
     keys.set_defaults(func=cmd_keys)
 
     webhooks = sub.add_parser("webhooks", help="webhook signing secrets (direct database access)")
@@ -342,6 +430,19 @@ def add_commands(sub: Any) -> None:
     secret.add_argument("--project", help="project name (default: the default project)")
     secret.add_argument("--rotate", action="store_true", help="replace it with a new one first")
     webhooks.set_defaults(func=cmd_webhooks)
+
+    projects_parser = sub.add_parser("projects", help="manage projects (direct database access)")
+    projects_sub = projects_parser.add_subparsers(dest="projects_command", required=True)
+    project_create = projects_sub.add_parser("create", help="create a project (if new); prints its id")
+    project_create.add_argument("name")
+    project_create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
+    projects_sub.add_parser("list", help="list projects")
+    project_budget = projects_sub.add_parser(
+        "set-budget", help="set a project's spend cap ('none' removes it)"
+    )
+    project_budget.add_argument("project", help="project name or id")
+    project_budget.add_argument("budget", type=_budget, help="USD, or none")
+    projects_parser.set_defaults(func=cmd_projects)
 
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
     simulate.add_argument("--host", help="address to bind (default: BATCHGATE_HOST)")

@@ -2,12 +2,54 @@
 -- A service aborts with trailing metadata `x-oai-status` (HTTP status) and `x-oai-error`
 -- (the JSON body); this filter, placed before the transcoder, rewrites the response.
 -- Requests that arrived as native gRPC are left alone (their clients read the gRPC status).
+-- MAX_JSON_BODY_BYTES is defined by gateway/render.py above this text.
 
+local function json_string(s)
+  s = string.gsub(s, '[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end)
+  return '"' .. s .. '"'
+end
+
+local function envelope(message, error_type, code)
+  return '{"error":{"message":' .. json_string(message) .. ',"type":"' .. error_type ..
+    '","param":null,"code":"' .. code .. '"}}'
+end
+
+local function is_upload(headers)
+  local path = string.match(headers:get(":path") or "", "^[^?]*")
+  return headers:get(":method") == "POST" and (path == "/v1/files" or path == "/v1/files/")
+end
+
+-- Request side: remember native gRPC calls; refuse JSON bodies above the limit before they
+-- are transcoded (uploads stream and are capped by the ingest service itself).
 function envoy_on_request(request_handle)
-  local ct = request_handle:headers():get("content-type") or ""
+  local h = request_handle:headers()
+  local ct = h:get("content-type") or ""
   if string.sub(ct, 1, 16) == "application/grpc" then
     request_handle:streamInfo():dynamicMetadata():set("oai", "native_grpc", "1")
+    return
   end
+  local length = tonumber(h:get("content-length") or "")
+  if length ~= nil and length > MAX_JSON_BODY_BYTES and not is_upload(h) then
+    local message = string.format(
+      "The request body is %d bytes; the limit is %d bytes. Upload large inputs with POST /v1/files.",
+      length, MAX_JSON_BODY_BYTES)
+    h:add("x-oai-local-reply", "1")  -- local_reply_config passes this body through as it is
+    request_handle:respond({[":status"] = "413", ["content-type"] = "application/json"},
+      envelope(message, "invalid_request_error", "request_too_large"))
+  end
+end
+
+-- gRPC errors that carry no OpenAI body (raised by the gRPC library, not by our handlers).
+local function fallback(h, grpc_status)
+  local message = string.gsub(h:get("grpc-message") or "", "%%(%x%x)",
+    function(hex) return string.char(tonumber(hex, 16)) end)
+  if grpc_status == "8" and string.find(message, "larger than max", 1, true) then
+    return "413", envelope("The request is too large: " .. message, "invalid_request_error", "request_too_large")
+  end
+  local status = tonumber(h:get(":status") or "500") or 500
+  local error_type = "invalid_request_error"
+  if status >= 500 then error_type = "server_error" elseif status == 429 then error_type = "rate_limit_error" end
+  return tostring(status), envelope(message, error_type, "grpc_status_" .. grpc_status)
 end
 
 -- Runs after the transcoder on the way out (encoder filters run in reverse order).
@@ -16,11 +58,16 @@ function envoy_on_response(response_handle)
   if md ~= nil and md["native_grpc"] == "1" then return end
   local h = response_handle:headers()
   local err = h:get("x-oai-error")
+  local status = h:get("x-oai-status")
+  local grpc_status = h:get("grpc-status")
+  if err == nil and grpc_status ~= nil and grpc_status ~= "0" then
+    status, err = fallback(h, grpc_status)
+  end
   if err == nil then
     h:remove("grpc-status"); h:remove("grpc-message"); h:remove("grpc-accept-encoding")
     return
   end
-  h:replace(":status", h:get("x-oai-status") or "500")
+  h:replace(":status", status or "500")
   h:replace("content-type", "application/json")
   for _, k in ipairs({"x-oai-error", "x-oai-status", "grpc-status", "grpc-message", "grpc-status-details-bin"}) do
     h:remove(k)

@@ -63,6 +63,11 @@ def public_methods(descriptor_set: Path = DESCRIPTOR_SET) -> list[PublicMethod]:
     return methods
 
 
+def max_json_body_bytes(settings: Settings) -> int:
+    """Largest JSON body Envoy passes on (413 beyond): inline requests plus room for the rest."""
+    return settings.max_inline_bytes + TRANSCODER_BODY_SLACK
+
+
 def _cluster(name: str, addrs: list[str]) -> dict[str, Any]:
     endpoints = []
     for addr in addrs:
@@ -92,7 +97,7 @@ def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[s
         port=settings.port,
         admin_port=settings.envoy_admin_port,
         descriptor=str(descriptor_path.resolve()),
-        max_request_body=settings.max_inline_bytes + TRANSCODER_BODY_SLACK,
+        max_request_body=max_json_body_bytes(settings),
         max_response_body=settings.grpc_max_message_bytes,
     )
     config = yaml.safe_load(text)
@@ -112,7 +117,9 @@ def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[s
         for m in methods
     ]
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
-    filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = LUA_FILTER.read_text()
+    filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = (
+        f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n" + LUA_FILTER.read_text()
+    )
     filters["envoy.filters.http.grpc_json_transcoder"]["services"] = sorted({m.service for m in methods})
     clusters = sorted(set(SERVICE_CLUSTERS.values()))
     config["static_resources"]["clusters"] = [_cluster(name, settings.addrs(name)) for name in clusters]

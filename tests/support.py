@@ -26,6 +26,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+from sqlalchemy import Executable, Row, text
 from sqlalchemy.engine import make_url
 
 from batchgate.launcher import Stack
@@ -93,6 +94,42 @@ async def prepare_database(url: str, projects: tuple[str, ...] = ("default",)) -
         return keys
     finally:
         await db.dispose()
+
+
+def db_rows(url: str, statement: Executable | str, **params: Any) -> list[Row[Any]]:
+    """Run one statement against a stack's database from the test process; rows (if any).
+
+    Tests read the database directly to prove what was (not) stored.
+    """
+
+    async def run() -> list[Row[Any]]:
+        db = Database(url)
+        try:
+            query: Executable = text(statement) if isinstance(statement, str) else statement
+            async with db.write() as conn:
+                result = await conn.execute(query, params)
+                return list(result.all()) if result.returns_rows else []
+        finally:
+            await db.dispose()
+
+    return asyncio.run(run())
+
+
+def add_project(stack: RunningStack, name: str, budget_usd: float | None = None) -> str:
+    """A new project with one key (usable as `stack.client(name)`); returns its id."""
+
+    async def run() -> tuple[str, str]:
+        db = Database(stack.database_url)
+        try:
+            project = await auth.ensure_project(db, name)
+            key = await auth.create_key(db, project, name=f"test-{name}", budget_usd=budget_usd)
+            return project, key.secret
+        finally:
+            await db.dispose()
+
+    project, secret = asyncio.run(run())
+    stack.keys[name] = secret
+    return project
 
 
 @dataclass
@@ -283,8 +320,10 @@ def wait_for_batch(
 
 
 def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
+    """JSONL lines end at `\n` only: `str.splitlines()` would also split inside strings that
+    hold U+0085, U+2028 and the like, which JSON writers leave unescaped."""
     text = data.decode() if isinstance(data, bytes) else data
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
 def clean_environ(env: Mapping[str, str]) -> dict[str, str]:

@@ -117,6 +117,34 @@ async def create_key(
     return key
 
 
+async def find_project(db: Database, name: str) -> str | None:
+    """The id of the project called `name` (or whose id is `name`), if any."""
+    async with db.read() as conn:
+        return (
+            await conn.execute(
+                select(projects.c.id).where((projects.c.name == name) | (projects.c.id == name))
+            )
+        ).scalar()
+
+
+async def set_key_budget(db: Database, key_id: str, budget_usd: float | None) -> bool:
+    """Set or (None) remove a key's spend cap; whether the key exists."""
+    async with db.write() as conn:
+        result = await conn.execute(
+            update(api_keys).where(api_keys.c.id == key_id).values(budget_usd=budget_usd)
+        )
+        return result.rowcount == 1
+
+
+async def set_project_budget(db: Database, project: str, budget_usd: float | None) -> bool:
+    """Set or (None) remove a project's spend cap; whether the project exists."""
+    async with db.write() as conn:
+        result = await conn.execute(
+            update(projects).where(projects.c.id == project).values(budget_usd=budget_usd)
+        )
+        return result.rowcount == 1
+
+
 async def revoke_key(db: Database, key_id: str) -> bool:
     async with db.write() as conn:
         result = await conn.execute(
@@ -128,7 +156,11 @@ async def revoke_key(db: Database, key_id: str) -> bool:
 
 
 class KeyVerifier:
-    """Verifies keys against the database, caching answers for `cache_s` seconds."""
+    """Verifies keys against the database, caching answers for `cache_s` seconds.
+
+    A revoked key therefore works for up to `cache_s` more seconds in a process that has
+    just verified it; `batchgate keys revoke` waits that long before it returns.
+    """
 
     def __init__(self, db: Database, cache_s: float) -> None:
         self._db = db

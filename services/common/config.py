@@ -166,12 +166,19 @@ class Settings:
     max_record_bytes: int = _setting(
         10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
     )
-    max_custom_id_length: int = _setting(512, "BATCHGATE_MAX_CUSTOM_ID_LENGTH", "Longest `custom_id`.")
+    max_custom_id_length: int = _setting(
+        512, "BATCHGATE_MAX_CUSTOM_ID_LENGTH", "Longest `custom_id` (1–512, the column's size)."
+    )
     completion_windows: str = _setting(
         "24h", "BATCHGATE_COMPLETION_WINDOWS", "Comma-separated accepted `completion_window` values."
     )
     file_expiry_days: int = _setting(
         30, "BATCHGATE_FILE_EXPIRY_DAYS", "Default lifetime of `purpose=batch` files (and output files)."
+    )
+    idempotency_ttl_s: float = _setting(
+        86400.0,
+        "BATCHGATE_IDEMPOTENCY_TTL_S",
+        "How long an `Idempotency-Key` answers with the batch its first create made.",
     )
     rejected_preview_max: int = _setting(
         20,
@@ -206,6 +213,11 @@ class Settings:
     )
     finalize_lease_s: float = _setting(
         15.0, "BATCHGATE_FINALIZE_LEASE_S", "A finalize that stops renewing this long is taken over (crash)."
+    )
+    ingest_sweep_interval_s: float = _setting(
+        60.0,
+        "BATCHGATE_INGEST_SWEEP_INTERVAL_S",
+        "How often ingest reclaims expired files, abandoned uploads and interrupted creates.",
     )
     validating_timeout_s: float = _setting(
         900.0,
@@ -246,7 +258,9 @@ class Settings:
     )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
-        5.0, "BATCHGATE_AUTH_CACHE_S", "How long a verified API key is cached per process (revocation delay)."
+        5.0,
+        "BATCHGATE_AUTH_CACHE_S",
+        "How long a verified API key is cached per process; `keys revoke` waits this long.",
     )
     # --- testing ---------------------------------------------------------------------------
     crash_at: str = _setting(
@@ -413,6 +427,7 @@ def load_settings(
     if not settings.providers:
         providers, models = _simulated_catalogue(settings)
         settings = dataclasses.replace(settings, providers=providers, models=settings.models or models)
+    _check_limits(settings)
     _check_catalogue(settings)
     _check_values(settings)
     return settings
@@ -426,6 +441,14 @@ def _check_values(settings: Settings) -> None:
         _ = settings.webhook_allowed_network_list
     except ValueError as exc:
         raise ValueError(f"webhook_allowed_networks: {exc}") from None
+
+
+MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
+
+
+def _check_limits(settings: Settings) -> None:
+    if not 1 <= settings.max_custom_id_length <= MAX_CUSTOM_ID_COLUMN:
+        raise ValueError(f"max_custom_id_length must be between 1 and {MAX_CUSTOM_ID_COLUMN}")
 
 
 def _check_catalogue(settings: Settings) -> None:

@@ -50,6 +50,12 @@ class BlobWriter:
         if len(self._buffer) >= CHUNK_BYTES:
             await self._flush(final=False)
 
+    async def flush(self) -> None:
+        """Store everything written so far, still incomplete (so it can be read back before
+        `finish` publishes it; a crash leaves it to `reclaim_abandoned`)."""
+        if self._buffer or not self._created:
+            await self._flush(final=True)
+
     async def _flush(self, final: bool) -> None:
         rows = []
         view = memoryview(self._buffer)

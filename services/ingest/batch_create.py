@@ -1,11 +1,19 @@
 """Creating a batch: read the input once, check every record, store items in chunks.
 
-The batch row exists as `validating` while its items are written in chunks (short write
-transactions, so one large create never holds the SQLite writer for seconds). It becomes
-visible work only in the last transaction (`validating → in_progress`). Any failure removes
-everything written; a crash mid-create leaves a `validating` batch that `sweep_stale_creates`
-removes. Rejected records are stored as items in state `rejected`, so the error file lists
-them in input order with the rest.
+A create never leaves anything half-written visible, nor anything behind when it fails:
+1. The request is checked, the Idempotency-Key claimed (a repeat answers with the first
+   batch) and the budgets checked, before anything is stored.
+2. One transaction locks the input file (so it cannot be deleted meanwhile) and inserts
+   the batch as `validating`, which no reader shows.
+3. Inline requests are written to a blob; the input is streamed once and each record
+   checked; items (accepted and rejected) are inserted in chunks of short transactions (one
+   large create never holds the SQLite writer for seconds), rejections streamed to a blob.
+4. One transaction publishes it all: the inline input file, the rejections file,
+   `validating → in_progress`, and the Idempotency-Key's batch.
+A failure removes the batch, its items and its unpublished blobs. A crash leaves a
+`validating` batch and incomplete blobs, which `sweep_stale_creates` and
+`reclaim_abandoned` remove. Rejected records are stored as items in state `rejected`, so
+the error file lists them in input order with the rest.
 """
 
 from __future__ import annotations
@@ -14,12 +22,13 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 from sqlalchemy import Row, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.v1 import batches_pb2
 from services.common import batch_status, errors
 from services.common import proto_values as pv
@@ -27,17 +36,23 @@ from services.common.auth import Principal
 from services.common.config import SUPPORTED_ENDPOINTS, Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
+from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
-from services.common.storage import BlobWriter, read_lines
+from services.common.storage import BlobWriter, read_lines, reclaim_owned
 from services.common.webhook_urls import check_webhook_url
-from services.ingest.files_servicer import visible_file
-from services.ingest.validation import Accepted, RecordChecker, Rejected
+from services.ingest.budgets import check_budgets
+from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
+from services.ingest.item_writer import ItemWriter, item_row
+from services.ingest.lookup import visible_batch, visible_file
+from services.ingest.validation import Accepted, RecordChecker
 
 log = logging.getLogger(__name__)
 
-INSERT_CHUNK = 2000
 ERROR_PREVIEW_BYTES = 5000
+UTF8_BOM = b"\xef\xbb\xbf"
+MIN_OUTPUT_EXPIRY_S = 3600
+MAX_OUTPUT_EXPIRY_S = 30 * 86400
 METADATA_MAX_PAIRS = 16
 METADATA_MAX_KEY = 64
 METADATA_MAX_VALUE = 512
@@ -64,6 +79,9 @@ class Rejection:
 class CreateResult:
     batch: Row[Any]
     rejections: list[Rejection] = field(default_factory=list)
+    """The first rejections (at most `rejected_preview_max`); the file has every one."""
+    replayed: bool = False
+    """An Idempotency-Key repeat: the batch an earlier identical create made."""
 
 
 def window_seconds(window: str) -> int:
@@ -109,6 +127,27 @@ def parse_priority(value: Any) -> tuple[int, int, str | None]:
     )
 
 
+def check_output_expiry(request: batches_pb2.CreateBatchRequest) -> int | None:
+    """Seconds the output and error files live, from `output_expires_after` (or None)."""
+    if not request.HasField("output_expires_after"):
+        return None
+    expiry = request.output_expires_after
+    if expiry.anchor != "created_at":
+        raise errors.invalid(
+            "'output_expires_after.anchor' must be 'created_at'.",
+            "invalid_output_expires_after",
+            "output_expires_after",
+        )
+    if not MIN_OUTPUT_EXPIRY_S <= expiry.seconds <= MAX_OUTPUT_EXPIRY_S:
+        raise errors.invalid(
+            f"'output_expires_after.seconds' must be between {MIN_OUTPUT_EXPIRY_S} and "
+            f"{MAX_OUTPUT_EXPIRY_S}.",
+            "invalid_output_expires_after",
+            "output_expires_after",
+        )
+    return int(expiry.seconds)
+
+
 def inline_line(index: int, request: Any, endpoint: str) -> bytes:
     """One inline request as an input-file line; `{custom_id?, body}` is the short form."""
     if isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
@@ -121,10 +160,62 @@ def inline_line(index: int, request: Any, endpoint: str) -> bytes:
     return orjson.dumps(request)
 
 
+class _Rejections:
+    """Every rejection of a create, streamed to a JSONL blob; the first few kept for the answer."""
+
+    def __init__(self, writer: BlobWriter, preview_max: int) -> None:
+        self.writer = writer
+        self.count = 0
+        self.preview: list[Rejection] = []
+        self._preview_max = preview_max
+
+    async def add(self, rejection: Rejection) -> None:
+        self.count += 1
+        if len(self.preview) < self._preview_max:
+            self.preview.append(rejection)
+        await self.writer.write(orjson.dumps(rejection.as_json()) + b"\n")
+
+
+@dataclass(frozen=True)
+class _Options:
+    """What the request asks for beyond its records, checked before anything is stored."""
+
+    tier: int
+    priority: int
+    priority_spelling: str | None
+    output_expiry_s: int | None
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """A batch being created: still `validating`, invisible."""
+
+    caller: Principal
+    batch: str
+    input_file: str
+    source_blob: str | None
+    """The uploaded input's blob; None for inline requests (stored during the create)."""
+
+
+@dataclass(frozen=True)
+class _Checked:
+    total: int
+    accepted: int
+    model: str | None
+
+
 class BatchCreator:
-    def __init__(self, settings: Settings, db: Database) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        spend: spend_pb2_grpc.SpendServiceStub,
+        idempotency: IdempotencyKeys,
+    ) -> None:
         self._settings = settings
         self._db = db
+        self._spend = spend
+        self._idempotency = idempotency
 
     def _check_request(self, request: batches_pb2.CreateBatchRequest) -> None:
         if request.endpoint not in SUPPORTED_ENDPOINTS:
@@ -145,186 +236,250 @@ class BatchCreator:
                 "Give either 'input_file_id' or inline 'requests'.", "missing_input", "input_file_id"
             )
 
-    async def _store_inline(self, caller: Principal, request: batches_pb2.CreateBatchRequest) -> Row[Any]:
-        writer = BlobWriter(self._db, owner=f"inline:{caller.project_id}")
-        try:
-            lines = 0
-            for index, value in enumerate(request.requests):
-                await writer.write(inline_line(index, pv.to_python(value), request.endpoint) + b"\n")
-                lines += 1
-                if writer.size > self._settings.max_inline_bytes:
-                    raise errors.ApiError(
-                        413,
-                        f"Inline requests exceed {self._settings.max_inline_bytes} bytes.",
-                        "input_too_large",
-                        "requests",
-                    )
-            ident, now = new_file_id(), time.time()
-            async with self._db.write() as conn:
-                blob = await writer.finish(conn)
-                await conn.execute(
-                    insert(files).values(
-                        id=ident,
-                        project_id=caller.project_id,
-                        filename="inline-requests.jsonl",
-                        purpose="batch",
-                        bytes=writer.size,
-                        line_count=lines,
-                        blob_id=blob,
-                        status="processed",
-                        created_at=now,
-                        expires_at=now + self._settings.file_expiry_days * 86400,
-                    )
-                )
-                return (await conn.execute(select(files).where(files.c.id == ident))).one()
-        except BaseException:
-            await writer.abort()
-            raise
-
-    async def create(self, caller: Principal, request: batches_pb2.CreateBatchRequest) -> CreateResult:
+    async def create(
+        self, caller: Principal, request: batches_pb2.CreateBatchRequest, idempotency_key: str | None = None
+    ) -> CreateResult:
         self._check_request(request)
         await check_webhook_url(request.webhook_url, self._settings)
-        tier, priority, spelling = parse_priority(pv.to_python(request.priority))
-        if request.input_file_id:
-            async with self._db.read() as conn:
-                source = await visible_file(conn, caller.project_id, request.input_file_id)
-            if source.purpose != "batch":
-                raise errors.invalid(
-                    f"File {source.id!r} has purpose {source.purpose!r}; batches need 'batch'.",
-                    "invalid_input_file",
-                    "input_file_id",
+        options = _Options(*parse_priority(pv.to_python(request.priority)), check_output_expiry(request))
+        claim: Claim | None = None
+        if idempotency_key is not None:
+            claimed = await self._idempotency.claim(caller.project_id, idempotency_key, request_hash(request))
+            if isinstance(claimed, str):
+                return await self._replay(caller.project_id, claimed)
+            claim = claimed
+        try:
+            await check_budgets(self._db, self._spend, caller)
+            draft = await self._open(caller, request, options)
+            try:
+                return await self._fill(draft, request, options, claim)
+            except BaseException:
+                await discard_batch(self._db, draft.batch)
+                raise
+        except BaseException:
+            if claim is not None:
+                await self._idempotency.release(claim)
+            raise
+
+    async def _replay(self, project_id: str, batch: str) -> CreateResult:
+        """The answer of the create that made `batch`, as the batch stands now."""
+        async with self._db.read() as conn:
+            row = await visible_batch(conn, project_id, batch)
+            rejected = (
+                await conn.execute(
+                    select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
+                    .where(items.c.batch_id == batch, items.c.state == "rejected")
+                    .order_by(items.c.idx)
+                    .limit(self._settings.rejected_preview_max)
                 )
-        else:
-            source = await self._store_inline(caller, request)
+            ).all()
+        preview = [Rejection(r.line, r.custom_id, r.error_code, r.error_message) for r in rejected]
+        return CreateResult(row, preview, replayed=True)
+
+    def _check_source(self, source: Row[Any]) -> None:
+        if source.purpose != "batch":
+            raise errors.invalid(
+                f"File {source.id!r} has purpose {source.purpose!r}; batches need 'batch'.",
+                "invalid_input_file",
+                "input_file_id",
+            )
         if source.bytes > self._settings.max_file_bytes:
             raise errors.invalid(
                 f"The input is {source.bytes} bytes; the limit is {self._settings.max_file_bytes}.",
                 "input_too_large",
                 "input_file_id",
             )
+
+    async def _open(
+        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: _Options
+    ) -> _Draft:
+        """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
-        batch = new_batch_id()
-        output_expiry = (
-            request.output_expires_after.seconds if request.HasField("output_expires_after") else None
-        )
         async with self._db.write() as conn:
+            if request.input_file_id:
+                source = await visible_file(conn, caller.project_id, request.input_file_id, lock_in=self._db)
+                self._check_source(source)
+                draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
+            else:
+                draft = _Draft(caller, new_batch_id(), new_file_id(), None)
             await conn.execute(
                 insert(batches).values(
-                    id=batch,
+                    id=draft.batch,
                     project_id=caller.project_id,
                     api_key_id=caller.key_id,
                     endpoint=request.endpoint,
-                    input_file_id=source.id,
+                    input_file_id=draft.input_file,
                     completion_window=request.completion_window,
                     status="validating",
                     created_at=now,
                     expires_at=now + window_seconds(request.completion_window),
                     metadata=orjson.dumps(dict(request.metadata)).decode() if request.metadata else None,
-                    priority_tier=tier,
-                    priority=priority,
-                    priority_spelling=spelling,
-                    discount=self._settings.batch_discount(tier),
+                    priority_tier=options.tier,
+                    priority=options.priority,
+                    priority_spelling=options.priority_spelling,
+                    discount=self._settings.batch_discount(options.tier),
                     webhook_url=request.webhook_url or None,
-                    output_expires_after_s=output_expiry,
+                    output_expires_after_s=options.output_expiry_s,
                 )
             )
-        try:
-            return await self._fill(batch, request.endpoint, source)
-        except BaseException:
-            await discard_batch(self._db, batch)
-            raise
+        return draft
 
-    async def _fill(self, batch: str, endpoint: str, source: Row[Any]) -> CreateResult:
-        checker = RecordChecker(self._settings, endpoint)
-        rejections: list[Rejection] = []
-        rows: list[dict[str, Any]] = []
-        index = 0
-        accepted = 0
-        async for line_number, raw in _numbered(read_lines(self._db, source.blob_id)):
-            if not raw.strip():
-                continue
-            if index >= self._settings.max_batch_records:
-                raise errors.invalid(
-                    f"The input has more than {self._settings.max_batch_records} records, "
-                    f"the limit per batch.",
-                    "input_too_large",
-                    "input_file_id",
-                )
-            outcome = checker.check(raw)
-            rows.append(_item_row(batch, index, line_number, outcome))
-            if isinstance(outcome, Accepted):
-                accepted += 1
-            else:
-                rejections.append(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
-            index += 1
-            if len(rows) >= INSERT_CHUNK:
-                await self._insert(rows)
-                rows = []
-        if index == 0:
-            raise errors.invalid("The input has no records.", "empty_file", "input_file_id")
-        if accepted == 0:
-            rejected_file = await self._rejections_file(source.project_id, batch, rejections)
-            preview = _error_preview(rejections[: self._settings.rejected_preview_max])
-            raise errors.invalid(
-                f"None of the {index} records can run; see 'rejected_records'.",
-                "no_valid_records",
-                "input_file_id",
-                rejected_count=len(rejections),
-                rejected_records=preview,
-                rejected_records_file_id=rejected_file,
-            )
-        if rows:
-            await self._insert(rows)
-        rejected_file = (
-            await self._rejections_file(source.project_id, batch, rejections) if rejections else None
-        )
+    async def _fill(
+        self, draft: _Draft, request: batches_pb2.CreateBatchRequest, options: _Options, claim: Claim | None
+    ) -> CreateResult:
+        """Check every record and store the items (step 3), then publish it all (step 4)."""
+        owner = f"create:{draft.batch}"
+        inline = await self._store_inline(owner, request) if draft.source_blob is None else None
+        rejections = _Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
+        blob = inline.blob_id if inline is not None else draft.source_blob
+        assert blob is not None
+        param = "requests" if inline is not None else "input_file_id"
+        checked = await self._check_records(draft.batch, request.endpoint, blob, rejections, param)
+        if checked.accepted == 0:
+            await self._refuse(draft.caller.project_id, checked, rejections, param)
+        project = draft.caller.project_id
+        crash_point("ingest.create.before_publish")
         async with self._db.write() as conn:
+            if inline is not None:
+                await self._publish(
+                    conn, inline, draft.input_file, project, "inline-requests.jsonl", "batch", checked.total
+                )
+            rejected_file = None
+            if rejections.count:
+                rejected_file = new_file_id()
+                await self._publish(
+                    conn,
+                    rejections.writer,
+                    rejected_file,
+                    project,
+                    f"{draft.batch}_rejected_records.jsonl",
+                    "batch_output",
+                    rejections.count,
+                    batch_id=draft.batch,
+                    lifetime_s=options.output_expiry_s,
+                )
             moved = await batch_status.transition(
                 conn,
-                batch,
+                draft.batch,
                 "in_progress",
-                total=index,
-                rejected_count=len(rejections),
-                failed_count=len(rejections),
-                model=checker.model,
+                total=checked.total,
+                rejected_count=rejections.count,
+                failed_count=rejections.count,
+                model=checked.model,
                 rejected_file_id=rejected_file,
             )
             if not moved:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")
-            row = (await conn.execute(select(batches).where(batches.c.id == batch))).one()
-        return CreateResult(row, rejections)
+            if claim is not None:
+                await claim.bind(conn, draft.batch)
+            row = (await conn.execute(select(batches).where(batches.c.id == draft.batch))).one()
+        return CreateResult(row, rejections.preview)
 
-    async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        async with self._db.write() as conn:
-            await conn.execute(insert(items), rows)
-
-    async def _rejections_file(self, project_id: str, batch: str, rejections: list[Rejection]) -> str:
-        writer = BlobWriter(self._db, owner=f"rejections:{batch}")
-        try:
-            for rejection in rejections:
-                await writer.write(orjson.dumps(rejection.as_json()) + b"\n")
-            ident, now = new_file_id(), time.time()
-            async with self._db.write() as conn:
-                blob = await writer.finish(conn)
-                await conn.execute(
-                    insert(files).values(
-                        id=ident,
-                        project_id=project_id,
-                        filename=f"{batch}_rejected_records.jsonl",
-                        purpose="batch_output",
-                        bytes=writer.size,
-                        line_count=len(rejections),
-                        blob_id=blob,
-                        status="processed",
-                        created_at=now,
-                        expires_at=now + self._settings.file_expiry_days * 86400,
-                        batch_id=batch,
-                    )
+    async def _store_inline(self, owner: str, request: batches_pb2.CreateBatchRequest) -> BlobWriter:
+        """The inline requests as an input-file blob, stored but not yet published."""
+        writer = BlobWriter(self._db, owner)
+        for index, value in enumerate(request.requests):
+            await writer.write(inline_line(index, pv.to_python(value), request.endpoint) + b"\n")
+            if writer.size > self._settings.max_inline_bytes:
+                raise errors.ApiError(
+                    413,
+                    f"Inline requests exceed {self._settings.max_inline_bytes} bytes, the limit per "
+                    "request; upload them as a file instead.",
+                    "input_too_large",
+                    "requests",
                 )
-            return ident
+        await writer.flush()
+        return writer
+
+    async def _check_records(
+        self, batch: str, endpoint: str, blob: str, rejections: _Rejections, param: str
+    ) -> _Checked:
+        """Stream the input once: check each record, insert its item, collect rejections."""
+        checker = RecordChecker(self._settings, endpoint)
+        writer = ItemWriter(self._db)
+        index = 0
+        accepted = 0
+        try:
+            async for line_number, raw in _numbered(read_lines(self._db, blob)):
+                if not raw or raw.isspace():
+                    continue
+                if index >= self._settings.max_batch_records:
+                    raise errors.invalid(
+                        f"The input has more than {self._settings.max_batch_records} records, "
+                        f"the limit per batch.",
+                        "input_too_large",
+                        param,
+                    )
+                outcome = checker.check(raw)
+                await writer.add(item_row(batch, index, line_number, outcome))
+                if isinstance(outcome, Accepted):
+                    accepted += 1
+                else:
+                    await rejections.add(
+                        Rejection(line_number, outcome.custom_id, outcome.code, outcome.message)
+                    )
+                index += 1
+            await writer.close()
         except BaseException:
-            await writer.abort()
+            await writer.abandon()
             raise
+        if index == 0:
+            raise errors.invalid("The input has no records.", "empty_file", param)
+        return _Checked(index, accepted, checker.model)
+
+    async def _refuse(
+        self, project_id: str, checked: _Checked, rejections: _Rejections, param: str
+    ) -> NoReturn:
+        """400 `no_valid_records`: no batch, but the rejections file for the full list."""
+        rejected_file = new_file_id()
+        async with self._db.write() as conn:
+            await self._publish(
+                conn,
+                rejections.writer,
+                rejected_file,
+                project_id,
+                "rejected_records.jsonl",
+                "batch_output",
+                rejections.count,
+            )
+        raise errors.invalid(
+            f"None of the {checked.total} records can run; see 'rejected_records'.",
+            "no_valid_records",
+            param,
+            rejected_count=rejections.count,
+            rejected_records=_error_preview(rejections.preview),
+            rejected_records_file_id=rejected_file,
+        )
+
+    async def _publish(
+        self,
+        conn: AsyncConnection,
+        writer: BlobWriter,
+        ident: str,
+        project_id: str,
+        filename: str,
+        purpose: str,
+        line_count: int,
+        batch_id: str | None = None,
+        lifetime_s: int | None = None,
+    ) -> None:
+        """Complete `writer`'s blob and make it the file `ident`, in the caller's transaction."""
+        now = time.time()
+        await conn.execute(
+            insert(files).values(
+                id=ident,
+                project_id=project_id,
+                filename=filename,
+                purpose=purpose,
+                bytes=writer.size,
+                line_count=line_count,
+                blob_id=await writer.finish(conn),
+                status="processed",
+                created_at=now,
+                expires_at=now + (lifetime_s or self._settings.file_expiry_days * 86400),
+                batch_id=batch_id,
+            )
+        )
 
 
 def _error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
@@ -342,47 +497,24 @@ def _error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
 
 
 async def _numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
+    """(line number from 1, line); a UTF-8 byte order mark opening the input is dropped."""
     number = 0
     async for line in lines:
         number += 1
+        if number == 1 and line.startswith(UTF8_BOM):
+            line = line[len(UTF8_BOM) :]
         yield number, line
 
 
-def _item_row(batch: str, index: int, line: int, outcome: Accepted | Rejected) -> dict[str, Any]:
-    if isinstance(outcome, Accepted):
-        return {
-            "batch_id": batch,
-            "idx": index,
-            "line": line,
-            "custom_id": outcome.custom_id,
-            "state": "queued",
-            "body": outcome.body,
-            "error_code": None,
-            "error_message": None,
-            "finished_at": None,
-        }
-    return {
-        "batch_id": batch,
-        "idx": index,
-        "line": line,
-        "custom_id": outcome.custom_id,
-        "state": "rejected",
-        "body": None,
-        "error_code": outcome.code,
-        "error_message": outcome.message,
-        "finished_at": time.time(),
-    }
-
-
 async def discard_batch(db: Database, batch: str) -> None:
-    """Remove a batch that never left `validating`, with its items."""
+    """Remove a batch that never left `validating`, with its items and unpublished blobs."""
     async with db.write() as conn:
-        await _discard(conn, batch)
-
-
-async def _discard(conn: AsyncConnection, batch: str) -> None:
-    await conn.execute(delete(items).where(items.c.batch_id == batch))
-    await conn.execute(delete(batches).where(batches.c.id == batch, batches.c.status == "validating"))
+        gone = await conn.execute(
+            delete(batches).where(batches.c.id == batch, batches.c.status == "validating")
+        )
+        if gone.rowcount:
+            await conn.execute(delete(items).where(items.c.batch_id == batch))
+    await reclaim_owned(db, f"create:{batch}")
 
 
 async def sweep_stale_creates(db: Database, older_than_s: float) -> int:

@@ -3,54 +3,50 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import grpc
 import orjson
-from sqlalchemy import Row, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import errors
+from services.common import batch_status, errors
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches
-from services.ingest.batch_create import BatchCreator, check_metadata
+from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
+from services.ingest.idempotency import key_from_metadata
+from services.ingest.lookup import cursor, visible_batch
 from services.ingest.views import batch_message
 
 log = logging.getLogger(__name__)
 
-
-async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
-    """The caller's batch `ident`, or 404 (unknown or another project's; never a hint it exists)."""
-    row = (
-        await conn.execute(
-            select(batches).where(
-                batches.c.id == ident, batches.c.project_id == project_id, batches.c.status != "validating"
-            )
-        )
-    ).first()
-    if row is None:
-        raise errors.not_found("batch", ident, "batch_id")
-    return row
+REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 
 
 class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     def __init__(
-        self, settings: Settings, db: Database, scheduler: scheduler_pb2_grpc.SchedulerServiceStub
+        self,
+        settings: Settings,
+        db: Database,
+        scheduler: scheduler_pb2_grpc.SchedulerServiceStub,
+        creator: BatchCreator,
     ) -> None:
         self._settings = settings
         self._db = db
         self._scheduler = scheduler
-        self._creator = BatchCreator(settings, db)
+        self._creator = creator
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
-        result = await self._creator.create(principal(), request)
+        key = key_from_metadata(context.invocation_metadata() or ())
+        result = await self._creator.create(principal(), request, key)
+        if result.replayed:
+            await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
+            return self._answer(result)
         try:
             await self._scheduler.SubmitBatch(
                 scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
@@ -63,10 +59,11 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 result.batch.id,
                 exc.code(),
             )
+        return self._answer(result)
+
+    def _answer(self, result: CreateResult) -> batches_pb2.Batch:
         message = batch_message(result.batch)
-        message.rejected_records.extend(
-            r.message_proto() for r in result.rejections[: self._settings.rejected_preview_max]
-        )
+        message.rejected_records.extend(r.message_proto() for r in result.rejections)
         return message
 
     async def GetBatch(
@@ -84,7 +81,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         query = select(batches).where(
             batches.c.project_id == principal().project_id, batches.c.status != "validating"
         )
-        if request.after:
+        if cursor(request.after):
             query = query.where(batches.c.id < request.after)
         async with self._db.read() as conn:
             rows = (await conn.execute(query.order_by(batches.c.id.desc()).limit(limit + 1))).all()
@@ -100,16 +97,27 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
+        """→ `cancelling` (or already `cancelled`); asking again while it is being cancelled
+        answers the same; 409 once the batch has ended or is finalizing its results."""
         project = principal().project_id
         async with self._db.read() as conn:
-            row = await visible_batch(conn, project, request.batch_id)
-        if row.status in ("in_progress", "validating"):
-            await self._scheduler.CancelBatch(scheduler_pb2.CancelBatchRequest(batch_id=row.id), timeout=10)
-        async with self._db.read() as conn:
-            row = await visible_batch(conn, project, request.batch_id)
-        if row.status not in ("cancelling", "cancelled") and row.end_status != "cancelled":
+            found = await visible_batch(conn, project, request.batch_id)
+        row = found
+        if found.status == "in_progress":
+            try:
+                await self._scheduler.CancelBatch(
+                    scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
+                )
+            except grpc.aio.AioRpcError as exc:  # cancelling twice is harmless: a retry is safe
+                raise errors.ApiError(
+                    503, "The scheduler could not be reached; retry the cancel.", "scheduler_unavailable"
+                ) from exc
+            async with self._db.read() as conn:
+                row = await visible_batch(conn, project, request.batch_id)
+        being_cancelled = row.status in ("cancelling", "cancelled") or row.end_status == "cancelled"
+        if found.status in batch_status.TERMINAL or not being_cancelled:
             raise errors.conflict(
-                f"Batch '{row.id}' is {row.status} and can no longer be cancelled.", "batch_not_cancellable"
+                f"Batch '{row.id}' is {found.status} and can no longer be cancelled.", "batch_not_cancellable"
             )
         return batch_message(row)
 

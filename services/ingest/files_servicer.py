@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import grpc
 from google.api import httpbody_pb2
-from sqlalchemy import Row, and_, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import and_, delete, insert, select
 
 from batchgate.v1 import files_pb2, files_pb2_grpc
 from services.common import errors
+from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files
 from services.common.ids import file_id
 from services.common.storage import BlobWriter, delete_blob, read_blob
+from services.ingest.lookup import cursor, visible_file
 from services.ingest.upload import receive_upload
 from services.ingest.views import file_message
 
@@ -27,16 +27,6 @@ MIN_EXPIRY_S = 3600
 MAX_EXPIRY_S = 30 * 24 * 3600
 OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
 JSONL = "application/jsonl"
-
-
-async def visible_file(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
-    """The caller's file `ident`, or 404 (unknown, another project's, or expired)."""
-    row = (
-        await conn.execute(select(files).where(files.c.id == ident, files.c.project_id == project_id))
-    ).first()
-    if row is None or (row.expires_at is not None and row.expires_at <= time.time()):
-        raise errors.not_found("file", ident, "file_id")
-    return row
 
 
 def _expiry(fields: dict[str, str], created_at: float, default_days: int) -> float:
@@ -71,6 +61,18 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         self._settings = settings
         self._db = db
 
+    def _check_fields(self, fields: dict[str, str], final: bool = False) -> None:
+        """`purpose` and `expires_after[…]`, once given (all of them once `final`)."""
+        purpose = fields.get("purpose")
+        if (final or purpose is not None) and purpose not in ACCEPTED_PURPOSES:
+            raise errors.invalid(
+                f"'purpose' must be one of {list(ACCEPTED_PURPOSES)}, not {purpose!r}.",
+                "invalid_purpose",
+                "purpose",
+            )
+        if final or {"expires_after[anchor]", "expires_after[seconds]"} <= fields.keys():
+            _expiry(fields, time.time(), self._settings.file_expiry_days)
+
     async def CreateFile(
         self, request_iterator: AsyncIterator[httpbody_pb2.HttpBody], context: grpc.aio.ServicerContext
     ) -> files_pb2.File:
@@ -78,15 +80,9 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         writer = BlobWriter(self._db, owner=f"upload:{caller.project_id}")
         try:
             upload = await receive_upload(
-                _body_chunks(request_iterator), writer, self._settings.max_file_bytes
+                _body_chunks(request_iterator), writer, self._settings.max_file_bytes, self._check_fields
             )
-            purpose = upload.fields.get("purpose")
-            if purpose not in ACCEPTED_PURPOSES:
-                raise errors.invalid(
-                    f"'purpose' must be one of {list(ACCEPTED_PURPOSES)}, not {purpose!r}.",
-                    "invalid_purpose",
-                    "purpose",
-                )
+            self._check_fields(upload.fields, final=True)
             if upload.size == 0:
                 raise errors.invalid("The file is empty.", "empty_file", "file")
             now = time.time()
@@ -99,7 +95,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
                         id=ident,
                         project_id=caller.project_id,
                         filename=upload.filename or "upload.jsonl",
-                        purpose=purpose,
+                        purpose=upload.fields["purpose"],
                         bytes=upload.size,
                         line_count=upload.line_count,
                         blob_id=blob,
@@ -130,15 +126,15 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
             (files.c.expires_at.is_(None)) | (files.c.expires_at > now),
         )
         if request.purpose:
+            if "\x00" in request.purpose:
+                raise errors.invalid("'purpose' is not a file purpose.", "invalid_purpose", "purpose")
             query = query.where(files.c.purpose == request.purpose)
-        if request.after:
+        if cursor(request.after):
             query = query.where(files.c.id > request.after if order == "asc" else files.c.id < request.after)
         query = query.order_by(files.c.id.asc() if order == "asc" else files.c.id.desc()).limit(limit + 1)
         async with self._db.read() as conn:
             rows = (await conn.execute(query)).all()
         page = [file_message(r) for r in rows[:limit]]
-        from services.common import proto_values as pv
-
         return files_pb2.ListFilesResponse(
             object="list",
             data=page,
@@ -158,7 +154,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
     ) -> files_pb2.DeleteFileResponse:
         caller = principal()
         async with self._db.write() as conn:
-            row = await visible_file(conn, caller.project_id, request.file_id)
+            row = await visible_file(conn, caller.project_id, request.file_id, lock_in=self._db)
             reader = (
                 await conn.execute(
                     select(batches.c.id)

@@ -1,4 +1,5 @@
-"""Ingest's periodic housekeeping: interrupted creates, abandoned uploads, expired files."""
+"""Ingest's periodic housekeeping: interrupted creates, abandoned uploads, expired files and
+Idempotency-Keys. Runs every `ingest_sweep_interval_s`."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from services.common.db import Database
 from services.common.db.schema import files
 from services.common.storage import delete_blob, reclaim_abandoned
 from services.ingest.batch_create import sweep_stale_creates
+from services.ingest.idempotency import IdempotencyKeys
 
 log = logging.getLogger(__name__)
 
-SWEEP_INTERVAL_S = 60.0
 EXPIRED_PER_SWEEP = 500
+# Writers of blobs that a crash can leave incomplete: uploads, and creates (inline input,
+# rejections) whose batch `sweep_stale_creates` removes.
+BLOB_OWNER_PREFIXES = ("upload:", "create:")
 
 
 async def delete_expired_files(db: Database) -> int:
@@ -37,13 +41,19 @@ async def delete_expired_files(db: Database) -> int:
     return len(rows)
 
 
-async def run_sweeps(settings: Settings, db: Database, interval_s: float = SWEEP_INTERVAL_S) -> None:
+async def sweep_once(settings: Settings, db: Database, idempotency: IdempotencyKeys) -> None:
+    await sweep_stale_creates(db, settings.validating_timeout_s)
+    for prefix in BLOB_OWNER_PREFIXES:
+        await reclaim_abandoned(db, settings.validating_timeout_s, owner_prefix=prefix)
+    while await delete_expired_files(db) == EXPIRED_PER_SWEEP:
+        pass
+    await idempotency.sweep()
+
+
+async def run_sweeps(settings: Settings, db: Database, idempotency: IdempotencyKeys) -> None:
     while True:
         try:
-            await sweep_stale_creates(db, settings.validating_timeout_s)
-            await reclaim_abandoned(db, settings.validating_timeout_s, owner_prefix="upload:")
-            await reclaim_abandoned(db, settings.validating_timeout_s, owner_prefix="inline:")
-            await delete_expired_files(db)
+            await sweep_once(settings, db, idempotency)
         except Exception:
             log.exception("ingest sweep failed")
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(settings.ingest_sweep_interval_s)

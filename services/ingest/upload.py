@@ -9,7 +9,7 @@ Envoy does not cap streamed bodies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from python_multipart.multipart import MultipartParser, parse_options_header
@@ -18,6 +18,7 @@ from services.common import errors
 from services.common.storage import BlobWriter
 
 MAX_FIELD_BYTES = 64 * 1024
+MAX_FILENAME_CHARS = 512  # files.filename
 
 
 @dataclass
@@ -34,7 +35,8 @@ class Upload:
 class _PartCollector:
     """python-multipart callbacks; file bytes are queued for the async writer."""
 
-    def __init__(self) -> None:
+    def __init__(self, check_fields: Callable[[dict[str, str]], None]) -> None:
+        self._check_fields = check_fields
         self.upload = Upload()
         self.pending: list[bytes] = []
         self._header_field = b""
@@ -68,9 +70,9 @@ class _PartCollector:
         if self._name == "file":
             if self.upload.filename is not None:
                 raise errors.invalid("Only one 'file' part is allowed.", "invalid_multipart", "file")
+            self._check_fields(self.upload.fields)  # refuse before storing the file, if we can
             self._is_file = True
-            filename = options.get(b"filename")
-            self.upload.filename = filename.decode("utf-8", "replace") if filename else "upload.jsonl"
+            self.upload.filename = _filename(options.get(b"filename"))
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._is_file:
@@ -92,6 +94,12 @@ class _PartCollector:
             self.upload.fields[self._name] = self._value.decode("utf-8", "replace")
 
 
+def _filename(raw: bytes | None) -> str:
+    """The client's file name, made storable (no NULs, at most MAX_FILENAME_CHARS)."""
+    name = raw.decode("utf-8", "replace").replace("\x00", "") if raw else ""
+    return name[:MAX_FILENAME_CHARS] or "upload.jsonl"
+
+
 def _boundary(content_type: str) -> bytes:
     kind, options = parse_options_header(content_type)
     if kind != b"multipart/form-data" or not options.get(b"boundary"):
@@ -102,14 +110,19 @@ def _boundary(content_type: str) -> bytes:
 
 
 async def receive_upload(
-    chunks: AsyncIterator[tuple[str, bytes]], writer: BlobWriter, max_bytes: int
+    chunks: AsyncIterator[tuple[str, bytes]],
+    writer: BlobWriter,
+    max_bytes: int,
+    check_fields: Callable[[dict[str, str]], None] = lambda _fields: None,
 ) -> Upload:
     """Parse (content_type, data) messages, streaming the file part into `writer`.
 
-    Raises ApiError 413 as soon as the file part passes `max_bytes`; the caller aborts the
-    writer on any error so nothing partial stays.
+    `check_fields` sees the form fields that precede the file part before any file byte is
+    stored (clients send `purpose` first), so a bad field costs no upload. Raises ApiError
+    413 as soon as the file part passes `max_bytes`; the caller aborts the writer on any
+    error so nothing partial stays.
     """
-    collector = _PartCollector()
+    collector = _PartCollector(check_fields)
     parser: MultipartParser | None = None
     async for content_type, data in chunks:
         if parser is None:

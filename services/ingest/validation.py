@@ -1,20 +1,23 @@
 """Per-record validation of batch input lines: each record is accepted or rejected alone.
 
-`RecordChecker.check(line_number, raw)` is pure apart from the state a batch needs across
-records (custom_ids seen, the batch's model). Codes are stable, machine-readable strings;
-messages say what to fix and are cut to `MAX_MESSAGE_BYTES`.
+`RecordChecker.check(raw)` is pure apart from the state a batch needs across records
+(custom_ids seen, the batch's model) and never raises, whatever the bytes. Codes are stable,
+machine-readable strings; messages say what to fix and are cut to `MAX_MESSAGE_BYTES`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from services.common.config import Settings
+from services.common.config import ModelConfig, Settings
 
 MAX_MESSAGE_BYTES = 512
+# The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
+ANTHROPIC_CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def clip(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
@@ -41,12 +44,19 @@ class Rejected:
 
 @dataclass
 class RecordChecker:
-    """Checks the records of one batch against its endpoint and the offered models."""
+    """Checks the records of one batch against its endpoint and the offered models.
+
+    `custom_id_pattern`, when given, is a format every custom_id must match in full (API
+    shapes that need one, e.g. `ANTHROPIC_CUSTOM_ID`).
+    """
 
     settings: Settings
     endpoint: str
+    custom_id_pattern: re.Pattern[str] | None = None
     seen_custom_ids: set[str] = field(default_factory=set)
     model: str | None = None
+    _offered: dict[str, ModelConfig | None] = field(default_factory=dict)
+    """Catalogue lookups so far (a batch names one model, tens of thousands of times)."""
 
     def _reject(self, code: str, message: str, custom_id: str | None = None) -> Rejected:
         return Rejected(code, clip(message), custom_id)
@@ -67,9 +77,17 @@ class RecordChecker:
         if not isinstance(custom_id, str):
             return self._reject("invalid_custom_id", "'custom_id' must be a string.")
         if len(custom_id) > self.settings.max_custom_id_length:
+            return self._reject(  # not echoed: it does not fit where custom_ids are stored
+                "invalid_custom_id",
+                f"'custom_id' is {len(custom_id)} characters long; "
+                f"the limit is {self.settings.max_custom_id_length}.",
+            )
+        if "\x00" in custom_id:
+            return self._reject("invalid_custom_id", "'custom_id' must not contain NUL characters.")
+        if self.custom_id_pattern is not None and not self.custom_id_pattern.fullmatch(custom_id):
             return self._reject(
                 "invalid_custom_id",
-                f"'custom_id' is longer than {self.settings.max_custom_id_length} characters.",
+                f"'custom_id' {custom_id!r} must match {self.custom_id_pattern.pattern}.",
                 custom_id,
             )
         if custom_id in self.seen_custom_ids:
@@ -88,10 +106,17 @@ class RecordChecker:
         return Accepted(custom_id, body, model)
 
     def _check_request(self, record: dict[str, Any], custom_id: str) -> Rejected | tuple[bytes, str]:
-        method = record.get("method", "POST")
+        method = record.get("method")
         if method != "POST":
-            return self._reject("invalid_method", f"'method' must be POST, not {method!r}.", custom_id)
-        url = record.get("url", self.endpoint)
+            got = "missing" if method is None else f"{method!r}"
+            return self._reject("invalid_method", f"'method' must be POST; it is {got}.", custom_id)
+        url = record.get("url")
+        if url is None:
+            return self._reject(
+                "url_mismatch",
+                f"'url' is missing; it must be the batch endpoint {self.endpoint!r}.",
+                custom_id,
+            )
         if url != self.endpoint:
             return self._reject(
                 "url_mismatch",
@@ -104,7 +129,9 @@ class RecordChecker:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return self._reject("missing_model", "'body.model' must be a non-empty string.", custom_id)
-        offered = self.settings.model(model)
+        if model not in self._offered:
+            self._offered[model] = self.settings.model(model)
+        offered = self._offered[model]
         if offered is None:
             return self._reject(
                 "model_not_found", f"The model {model!r} is not offered by this gateway.", custom_id

@@ -12,6 +12,7 @@ from services.common.grpc_server import ServiceHost
 from services.results.finalize import Finalizer
 from services.results.recorder import Recorder
 from services.results.servicer import RecorderServicer, ResultsServicer
+from services.results.spend import register_spend_service
 from services.results.sweeps import run_finalize_sweep
 from services.results.webhook_delivery import WebhookDeliverer
 
@@ -28,6 +29,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         return [
             recorder_pb2.DESCRIPTOR.services_by_name["RecorderService"].full_name,
             results_pb2.DESCRIPTOR.services_by_name["ResultsService"].full_name,
+            register_spend_service(server, db),
         ]
 
     return ServiceHost(

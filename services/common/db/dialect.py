@@ -7,6 +7,7 @@
   in-process signal of the caller is enough, so these are no-ops.
 - Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
   single writer process is the leader.
+- Bulk inserts: `COPY` on PostgreSQL; Core executemany on SQLite.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, any_, func, text
+from sqlalchemy import ColumnElement, Select, Table, any_, func, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.engine import Database
@@ -25,6 +26,31 @@ from services.common.db.engine import Database
 log = logging.getLogger(__name__)
 
 LISTEN_PING_S = 30.0
+
+
+async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) -> None:
+    """Insert `rows` (dicts with the same keys) in one transaction of their own.
+
+    Straight to the driver, skipping SQLAlchemy's per-parameter processing (a third of the
+    CPU a large create spends): binary COPY on PostgreSQL, which also costs the server a
+    fraction of a multi-row INSERT; executemany inside the usual write transaction on SQLite.
+    """
+    if not rows:
+        return
+    columns = list(rows[0])
+    records = [tuple(row[c] for c in columns) for row in rows]
+    if db.is_postgres:
+        async with db.engine.connect() as conn:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            async with driver.transaction():
+                await driver.copy_records_to_table(table.name, columns=columns, records=records)
+        return
+    statement = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})"
+    async with db.write() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        assert driver is not None
+        await driver.executemany(statement, records)
 
 
 def skip_locked(db: Database, query: Select[Any]) -> Select[Any]:

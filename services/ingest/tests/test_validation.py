@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.common.config import load_settings
-from services.ingest.validation import Accepted, RecordChecker, Rejected, clip
+from services.ingest.validation import ANTHROPIC_CUSTOM_ID, Accepted, RecordChecker, Rejected, clip
 
 ENDPOINT = "/v1/chat/completions"
 
@@ -70,8 +72,8 @@ def test_duplicates_and_model_mismatch_depend_on_earlier_records(checker: Record
 
 
 def test_oversized_body_is_rejected() -> None:
-    settings = load_settings(environ={"BATCHGATE_MAX_RECORD_BYTES": "100"})
-    outcome = RecordChecker(settings, ENDPOINT).check(
+    limited = load_settings(environ={"BATCHGATE_MAX_RECORD_BYTES": "100"})
+    outcome = RecordChecker(limited, ENDPOINT).check(
         line(body={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x" * 200}]})
     )
     assert isinstance(outcome, Rejected) and outcome.code == "record_too_large"
@@ -81,3 +83,85 @@ def test_messages_are_cut_to_512_bytes_with_an_ellipsis() -> None:
     assert clip("é" * 400).endswith("...")
     assert len(clip("é" * 400).encode()) <= 512
     assert clip("short") == "short"
+
+
+@pytest.mark.parametrize(
+    "raw, code",
+    [
+        (
+            json.dumps({"custom_id": "a", "url": ENDPOINT, "body": {"model": "gpt-4o-mini"}}).encode(),
+            "invalid_method",
+        ),
+        (
+            json.dumps({"custom_id": "a", "method": "POST", "body": {"model": "gpt-4o-mini"}}).encode(),
+            "url_mismatch",
+        ),
+    ],
+    ids=["no method", "no url"],
+)
+def test_method_and_url_are_required(checker: RecordChecker, raw: bytes, code: str) -> None:
+    outcome = checker.check(raw)
+    assert isinstance(outcome, Rejected) and outcome.code == code and outcome.custom_id == "a"
+
+
+@pytest.mark.parametrize("custom_id", ["x" * 513, "nul\x00inside"])
+def test_custom_ids_that_cannot_be_stored_are_not_echoed(checker: RecordChecker, custom_id: str) -> None:
+    outcome = checker.check(line(custom_id=custom_id))
+    assert isinstance(outcome, Rejected) and outcome.code == "invalid_custom_id"
+    assert outcome.custom_id is None
+
+
+@pytest.mark.parametrize(
+    "custom_id, accepted",
+    [
+        ("req_1-A", True),
+        ("x" * 64, True),
+        ("x" * 65, False),
+        ("has space", False),
+        ("dot.ted", False),
+        ("trailing\n", False),
+        ("ünï", False),
+    ],
+)
+def test_the_anthropic_custom_id_format_is_an_option(custom_id: str, accepted: bool) -> None:
+    config = load_settings(environ={})
+    strict = RecordChecker(config, ENDPOINT, custom_id_pattern=ANTHROPIC_CUSTOM_ID)
+    outcome = strict.check(line(custom_id=custom_id))
+    assert isinstance(outcome, Accepted) is accepted
+    if not accepted:
+        assert isinstance(outcome, Rejected) and outcome.code == "invalid_custom_id"
+    assert isinstance(RecordChecker(config, ENDPOINT).check(line(custom_id=custom_id)), Accepted)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+RECORDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "custom_id": st.text() | JSON,
+        "method": st.just("POST") | JSON,
+        "url": st.just(ENDPOINT) | JSON,
+        "body": st.fixed_dictionaries({"model": st.just("gpt-4o-mini") | JSON}, optional={"stream": JSON})
+        | JSON,
+    },
+).map(lambda r: json.dumps(r).encode())
+
+
+@settings(max_examples=500, deadline=None)
+@given(lines=st.lists(st.binary(max_size=200) | RECORDS, max_size=10))
+def test_any_bytes_are_accepted_or_rejected_with_a_code_and_storable_fields(lines: list[bytes]) -> None:
+    checker = RecordChecker(load_settings(environ={}), ENDPOINT)
+    for raw in lines:
+        outcome = checker.check(raw)
+        if isinstance(outcome, Accepted):
+            assert isinstance(json.loads(outcome.body), dict) and outcome.model == "gpt-4o-mini"
+            assert outcome.custom_id and "\x00" not in outcome.custom_id
+        else:
+            assert isinstance(outcome, Rejected) and outcome.code and outcome.message
+            assert len(outcome.message.encode()) <= 512
+            assert outcome.custom_id is None or (
+                len(outcome.custom_id) <= 512 and "\x00" not in outcome.custom_id
+            )

@@ -1,0 +1,163 @@
+"""`Idempotency-Key` for batch creates: one key, one batch, per project, for a day.
+
+The key arrives as gRPC metadata `idempotency-key` (Envoy passes the HTTP header through).
+"The same body" means the same `CreateBatchRequest`: Envoy turns the JSON body into that
+message before we see it, so we hash its deterministic serialization. JSON that differs
+only in key order, whitespace or number spelling is therefore the same request.
+
+A create claims its key (a row whose `batch_id` is null) before it stores anything, binds
+the key to its batch in the transaction that makes the batch visible, and releases the key
+when it fails, so a failed create never poisons it. A second create with the same key waits
+for the first and answers with its batch (or takes the key over when the first failed).
+A claim older than `stale_s` belongs to a create that crashed and is taken over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.common import errors
+from services.common.db import Database
+from services.common.db.dialect import lock_rows
+from services.common.db.schema import idempotency_keys
+
+METADATA_KEY = "idempotency-key"
+MAX_KEY_BYTES = 512
+POLL_S = 0.05
+WAIT_S = 240.0  # below Envoy's 300 s limit for unary calls
+
+
+def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
+    """The request's Idempotency-Key (1–512 bytes), None when absent; 400 when malformed."""
+    for name, value in metadata:
+        if name != METADATA_KEY:
+            continue
+        key = value.decode("latin-1") if isinstance(value, bytes) else value
+        if not 1 <= len(key.encode()) <= MAX_KEY_BYTES:
+            raise errors.invalid(
+                f"The Idempotency-Key header must be 1 to {MAX_KEY_BYTES} bytes long.",
+                "invalid_idempotency_key",
+                "Idempotency-Key",
+            )
+        return key
+    return None
+
+
+def request_hash(request: Message) -> str:
+    return hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A key this create holds until it binds it to its batch or releases it."""
+
+    project_id: str
+    key: str
+
+    def unbound_row(self) -> tuple[object, ...]:
+        """WHERE conditions matching the key's row while no batch is bound to it."""
+        return (
+            idempotency_keys.c.project_id == self.project_id,
+            idempotency_keys.c.key == self.key,
+            idempotency_keys.c.batch_id.is_(None),
+        )
+
+    async def bind(self, conn: AsyncConnection, batch_id: str) -> None:
+        """Point the key at `batch_id`, in the transaction that publishes the batch."""
+        await conn.execute(update(idempotency_keys).where(*self.unbound_row()).values(batch_id=batch_id))
+
+
+class IdempotencyKeys:
+    def __init__(self, db: Database, ttl_s: float, stale_s: float) -> None:
+        self._db = db
+        self._ttl_s = ttl_s
+        self._stale_s = stale_s
+
+    async def claim(self, project_id: str, key: str, digest: str, wait_s: float = WAIT_S) -> Claim | str:
+        """A new claim on `key`, or the id of the batch an earlier identical create made.
+
+        422 when the key was used with a different request; 409 (nothing stored) when the
+        first create with it is still running after `wait_s`.
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                outcome = await self._try_claim(project_id, key, digest)
+            except IntegrityError:
+                outcome = None  # a concurrent create inserted the same key first: look again
+            if outcome is not None:
+                return outcome
+            if time.monotonic() > deadline:
+                raise errors.conflict(
+                    "Another request with this Idempotency-Key is still being processed; retry later.",
+                    "idempotency_key_in_use",
+                )
+            await asyncio.sleep(POLL_S)
+
+    async def _try_claim(self, project_id: str, key: str, digest: str) -> Claim | str | None:
+        now = time.time()
+        async with self._db.write() as conn:
+            row = (
+                await conn.execute(
+                    lock_rows(
+                        self._db,
+                        select(idempotency_keys).where(
+                            idempotency_keys.c.project_id == project_id, idempotency_keys.c.key == key
+                        ),
+                    )
+                )
+            ).first()
+            if row is not None and not self._lapsed(row.created_at, row.batch_id, now):
+                if row.request_hash != digest:
+                    raise errors.ApiError(
+                        422,
+                        "This Idempotency-Key was already used with a different request body.",
+                        "idempotency_key_reused",
+                        "Idempotency-Key",
+                    )
+                return row.batch_id  # None: the first create is still running
+            if row is not None:
+                await conn.execute(
+                    delete(idempotency_keys).where(
+                        idempotency_keys.c.project_id == project_id, idempotency_keys.c.key == key
+                    )
+                )
+            await conn.execute(
+                insert(idempotency_keys).values(
+                    project_id=project_id, key=key, request_hash=digest, batch_id=None, created_at=now
+                )
+            )
+        return Claim(project_id, key)
+
+    def _lapsed(self, created_at: float, batch_id: str | None, now: float) -> bool:
+        """Past its lifetime, or a claim whose create crashed."""
+        return created_at <= now - self._ttl_s or (batch_id is None and created_at <= now - self._stale_s)
+
+    async def release(self, claim: Claim) -> None:
+        """Free the key of a create that failed (no-op once it is bound to a batch)."""
+        async with self._db.write() as conn:
+            await conn.execute(delete(idempotency_keys).where(*claim.unbound_row()))
+
+    async def sweep(self) -> int:
+        """Delete keys past their lifetime and claims of crashed creates."""
+        now = time.time()
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                delete(idempotency_keys).where(
+                    or_(
+                        idempotency_keys.c.created_at <= now - self._ttl_s,
+                        idempotency_keys.c.batch_id.is_(None)
+                        & (idempotency_keys.c.created_at <= now - self._stale_s),
+                    )
+                )
+            )
+        return int(result.rowcount or 0)

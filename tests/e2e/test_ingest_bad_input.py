@@ -1,0 +1,348 @@
+"""Every bad input to POST /v1/batches, through Envoy with the openai SDK and with raw HTTP.
+
+Each case asserts the HTTP status, the error `code`, the rejected `line` where there is one,
+and — reading the database directly — that nothing was stored: no batch, no item, no file,
+no Idempotency-Key, no stray blob. A bad *record* is rejected alone (its item is stored in
+state `rejected` without a body) and the rest of the batch runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.e2e.ingest_client import VIAS, create_batch, from_file, upload_records
+from tests.support import RunningStack, add_project, db_rows, jsonl, read_jsonl, wait_for_batch
+
+ENDPOINT = "/v1/chat/completions"
+PROJECT = "badinput"
+
+
+def record(custom_id: str = "bad", **overrides: Any) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": ENDPOINT,
+        "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": f"hi {custom_id}"}]},
+    }
+    line.update(overrides)
+    return {k: v for k, v in line.items() if v is not ...}
+
+
+def good(n: int) -> bytes:
+    return json.dumps(record(f"good-{n}")).encode()
+
+
+@dataclass(frozen=True)
+class Context:
+    """Files the cases refer to (uploaded once per database)."""
+
+    project_id: str
+    input_file: str
+    other_projects_file: str
+    output_file: str
+
+
+@pytest.fixture(scope="module")
+def context(shared_stack: RunningStack) -> Context:
+    project_id = add_project(shared_stack, PROJECT)
+    input_file = upload_records(shared_stack, [record("a")], PROJECT)
+    other = upload_records(shared_stack, [record("a")], "other")
+    partly_bad = upload_records(shared_stack, [record("a"), record("b", method="GET")], PROJECT)
+    answer = create_batch("http", shared_stack, from_file(partly_bad), PROJECT)
+    wait_for_batch(shared_stack.client(PROJECT), answer.body["id"])  # its files are written by now
+    return Context(project_id, input_file, other, answer.body["rejected_records_file_id"])
+
+
+def footprint(stack: RunningStack, project_id: str) -> dict[str, int]:
+    """What a project has stored, plus anything a create or upload could leave loose."""
+    row = db_rows(
+        stack.database_url,
+        """
+        SELECT (SELECT count(*) FROM batches WHERE project_id = :p) AS batches,
+               (SELECT count(*) FROM files WHERE project_id = :p) AS files,
+               (SELECT count(*) FROM idempotency_keys WHERE project_id = :p) AS idempotency_keys,
+               (SELECT count(*) FROM items WHERE batch_id NOT IN (SELECT id FROM batches)) AS orphan_items,
+               (SELECT count(*) FROM blobs
+                 WHERE (owner LIKE 'upload:%' OR owner LIKE 'create:%')
+                   AND id NOT IN (SELECT blob_id FROM files)) AS loose_blobs
+        """,
+        p=project_id,
+    )[0]
+    return dict(row._mapping)
+
+
+# --- requests refused as a whole --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BadRequest:
+    name: str
+    status: int
+    code: str
+    params: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _base(**params: Any) -> dict[str, Any]:
+    out = {"input_file_id": "{input_file}", "endpoint": ENDPOINT, "completion_window": "24h"}
+    out.update(params)
+    return {k: v for k, v in out.items() if v is not ...}
+
+
+BAD_REQUESTS = [
+    BadRequest("unsupported endpoint", 400, "invalid_endpoint", _base(endpoint="/v1/images/generations")),
+    BadRequest("missing endpoint", 400, "invalid_endpoint", _base(endpoint=...)),
+    BadRequest("completion window 48h", 400, "invalid_completion_window", _base(completion_window="48h")),
+    BadRequest(
+        "17 metadata pairs", 400, "invalid_metadata", _base(metadata={f"k{i}": "v" for i in range(17)})
+    ),
+    BadRequest("metadata key of 65 chars", 400, "invalid_metadata", _base(metadata={"k" * 65: "v"})),
+    BadRequest("metadata value of 513 chars", 400, "invalid_metadata", _base(metadata={"k": "v" * 513})),
+    BadRequest("no input at all", 400, "missing_input", _base(input_file_id=...)),
+    BadRequest(
+        "both a file and inline requests",
+        400,
+        "missing_input",
+        _base(requests=[{"body": {"model": "gpt-4o-mini", "messages": []}}]),
+    ),
+    BadRequest("unknown priority word", 400, "invalid_priority", _base(priority="urgent")),
+    BadRequest("fractional priority", 400, "invalid_priority", _base(priority=1.5)),
+    BadRequest(
+        "output expiry below an hour",
+        400,
+        "invalid_output_expires_after",
+        _base(output_expires_after={"anchor": "created_at", "seconds": 60}),
+    ),
+    BadRequest(
+        "output expiry with another anchor",
+        400,
+        "invalid_output_expires_after",
+        _base(output_expires_after={"anchor": "completed_at", "seconds": 7200}),
+    ),
+    BadRequest("unknown input file", 404, "not_found", _base(input_file_id="file-doesnotexist")),
+    BadRequest("another project's file", 404, "not_found", _base(input_file_id="{other_projects_file}")),
+    BadRequest("an output file as input", 400, "invalid_input_file", _base(input_file_id="{output_file}")),
+    BadRequest(
+        "Idempotency-Key over 512 bytes",
+        400,
+        "invalid_idempotency_key",
+        _base(),
+        {"Idempotency-Key": "k" * 513},
+    ),
+]
+
+
+def _fill(value: Any, context: Context) -> Any:
+    if isinstance(value, str) and value.startswith("{") and value.endswith("}"):
+        return getattr(context, value[1:-1])
+    return value
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=lambda c: c.name)
+def test_bad_request_is_refused_and_stores_nothing(
+    shared_stack: RunningStack, context: Context, case: BadRequest, via: str
+) -> None:
+    params = {k: _fill(v, context) for k, v in case.params.items()}
+    before = footprint(shared_stack, context.project_id)
+    answer = create_batch(via, shared_stack, params, PROJECT, case.headers)
+    answer.expect_error(case.status, case.code)
+    assert footprint(shared_stack, context.project_id) == before
+
+
+# --- input files whose every record (or whose whole content) is unusable -------------------
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_no_valid_records_is_400_with_every_rejection_and_no_batch(
+    shared_stack: RunningStack, context: Context, via: str
+) -> None:
+    lines = [b"{oops", b"", json.dumps(record("x", method="GET")).encode(), b"[1]"]
+    input_file = upload_records(shared_stack, b"\n".join(lines) + b"\n", PROJECT)
+    before = footprint(shared_stack, context.project_id)
+    answer = create_batch(via, shared_stack, from_file(input_file), PROJECT)
+    error = answer.expect_error(400, "no_valid_records")
+    expected = [(1, "invalid_json_line", None), (3, "invalid_method", "x"), (4, "invalid_record", None)]
+    assert [(r["line"], r["code"], r["custom_id"]) for r in error["rejected_records"]] == expected
+    assert error["rejected_count"] == 3
+    # No batch; the only thing stored is the rejections file the answer names.
+    after = footprint(shared_stack, context.project_id)
+    assert after == {**before, "files": before["files"] + 1}
+    listed = read_jsonl(shared_stack.client(PROJECT).files.content(error["rejected_records_file_id"]).content)
+    assert [(r["line"], r["code"]) for r in listed] == [(line, code) for line, code, _ in expected]
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_file_of_blank_lines_has_no_records(shared_stack: RunningStack, context: Context, via: str) -> None:
+    input_file = upload_records(shared_stack, b"\n \n\t\n", PROJECT)
+    before = footprint(shared_stack, context.project_id)
+    answer = create_batch(via, shared_stack, from_file(input_file), PROJECT)
+    answer.expect_error(400, "empty_file")
+    assert footprint(shared_stack, context.project_id) == before
+
+
+# --- one bad record among good ones ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    name: str
+    line: bytes
+    code: str
+    custom_id: str | None
+
+
+def _line(**overrides: Any) -> bytes:
+    return json.dumps(record(**overrides)).encode()
+
+
+BAD_RECORDS = [
+    BadRecord("not JSON", b'{"custom_id": "bad", "method": "POST"', "invalid_json_line", None),
+    BadRecord("invalid UTF-8", b'{"custom_id": "\xff\xfe"}', "invalid_json_line", None),
+    BadRecord("a JSON array", b'["custom_id", "bad"]', "invalid_record", None),
+    BadRecord("a JSON string", b'"just text"', "invalid_record", None),
+    BadRecord("no custom_id", _line(custom_id=...), "missing_custom_id", None),
+    BadRecord("empty custom_id", _line(custom_id=""), "missing_custom_id", None),
+    BadRecord("numeric custom_id", _line(custom_id=7), "invalid_custom_id", None),
+    BadRecord("custom_id over 512 chars", _line(custom_id="c" * 513), "invalid_custom_id", None),
+    BadRecord("custom_id with NUL", _line(custom_id="a\u0000b"), "invalid_custom_id", None),
+    BadRecord("duplicate custom_id", _line(custom_id="good-1"), "duplicate_custom_id", "good-1"),
+    BadRecord("method GET", _line(method="GET"), "invalid_method", "bad"),
+    BadRecord("no method", _line(method=...), "invalid_method", "bad"),
+    BadRecord("url of another endpoint", _line(url="/v1/embeddings"), "url_mismatch", "bad"),
+    BadRecord("no url", _line(url=...), "url_mismatch", "bad"),
+    BadRecord("body a string", _line(body="hello"), "invalid_body", "bad"),
+    BadRecord("no body", _line(body=...), "invalid_body", "bad"),
+    BadRecord("body without model", _line(body={"messages": []}), "missing_model", "bad"),
+    BadRecord("model not offered", _line(body={"model": "gpt-9", "messages": []}), "model_not_found", "bad"),
+    BadRecord(
+        "model for another endpoint",
+        _line(body={"model": "text-embedding-3-small", "input": "x"}),
+        "model_not_found",
+        "bad",
+    ),
+    BadRecord("another model", _line(body={"model": "gpt-4o", "messages": []}), "model_mismatch", "bad"),
+    BadRecord(
+        "stream true",
+        _line(body={"model": "gpt-4o-mini", "messages": [], "stream": True}),
+        "stream_not_supported",
+        "bad",
+    ),
+]
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("case", BAD_RECORDS, ids=lambda c: c.name)
+def test_a_bad_record_is_rejected_alone_with_its_line(
+    shared_stack: RunningStack, context: Context, case: BadRecord, via: str
+) -> None:
+    # Line 2 is blank: lines count from 1 and include blank lines, so the bad record is line 3.
+    content = b"\n".join([good(1), b"", case.line, good(2)]) + b"\n"
+    input_file = upload_records(shared_stack, content, PROJECT)
+    answer = create_batch(via, shared_stack, from_file(input_file), PROJECT)
+    assert answer.status == 200, answer.body
+    batch = answer.body
+    assert batch["status"] == "in_progress"
+    assert batch["rejected_count"] == 1
+    assert batch["request_counts"] == {"total": 3, "completed": 0, "failed": 1}
+    [rejected] = batch["rejected_records"]
+    assert (rejected["line"], rejected["code"], rejected["custom_id"]) == (3, case.code, case.custom_id)
+    assert rejected["message"] and len(rejected["message"].encode()) <= 512
+    items = db_rows(
+        shared_stack.database_url,
+        "SELECT line, state, body IS NULL AS no_body, error_code FROM items WHERE batch_id = :b ORDER BY idx",
+        b=batch["id"],
+    )
+    assert [r.line for r in items] == [1, 3, 4]
+    assert [(r.state, bool(r.no_body), r.error_code) for r in items if r.line == 3] == [
+        ("rejected", True, case.code)
+    ]
+    rejections = read_jsonl(
+        shared_stack.client(PROJECT).files.content(batch["rejected_records_file_id"]).content
+    )
+    assert [(r["line"], r["code"]) for r in rejections] == [(3, case.code)]
+
+
+def test_a_long_message_is_cut_to_512_bytes(shared_stack: RunningStack, context: Context) -> None:
+    url = "/v1/" + "é" * 600
+    content = b"\n".join([good(1), _line(url=url)]) + b"\n"
+    answer = create_batch(
+        "http", shared_stack, from_file(upload_records(shared_stack, content, PROJECT)), PROJECT
+    )
+    [rejected] = answer.body["rejected_records"]
+    assert rejected["code"] == "url_mismatch"
+    assert len(rejected["message"].encode()) <= 512 and rejected["message"].endswith("...")
+
+
+def test_rejected_records_appear_in_the_finished_batchs_error_file(
+    shared_stack: RunningStack, context: Context
+) -> None:
+    content = jsonl([record("ok-1"), record("no-1", method="GET"), record("ok-2")])
+    client = shared_stack.client(PROJECT)
+    batch = client.batches.create(
+        input_file_id=upload_records(shared_stack, content, PROJECT),
+        endpoint=ENDPOINT,
+        completion_window="24h",
+    )
+    done = wait_for_batch(client, batch.id)
+    assert done.status == "completed"
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (3, 2, 1)
+    errors = read_jsonl(client.files.content(done.error_file_id).content)
+    assert [(e["custom_id"], e["response"], e["error"]["code"]) for e in errors] == [
+        ("no-1", None, "invalid_method")
+    ]
+
+
+# --- inline requests ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_inline_requests_get_row_ids_and_line_numbers(
+    shared_stack: RunningStack, context: Context, via: str
+) -> None:
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "inline"}]}
+    requests: list[Any] = [
+        {"body": body},
+        "not an object",
+        {"custom_id": "full", "method": "POST", "url": ENDPOINT, "body": body},
+        {"body": {**body, "model": "gpt-9"}},
+    ]
+    answer = create_batch(
+        via, shared_stack, {"endpoint": ENDPOINT, "completion_window": "24h", "requests": requests}, PROJECT
+    )
+    assert answer.status == 200, answer.body
+    rejected = [(r["line"], r["code"], r["custom_id"]) for r in answer.body["rejected_records"]]
+    assert rejected == [(2, "invalid_record", None), (4, "model_not_found", "row-4")]
+    items = db_rows(
+        shared_stack.database_url,
+        "SELECT custom_id FROM items WHERE batch_id = :b ORDER BY idx",
+        b=answer.body["id"],
+    )
+    assert [r.custom_id for r in items] == ["row-1", None, "full", "row-4"]
+    inline_file = shared_stack.client(PROJECT).files.retrieve(answer.body["input_file_id"])
+    assert inline_file.purpose == "batch" and inline_file.filename == "inline-requests.jsonl"
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_inline_requests_that_all_fail_store_nothing(
+    shared_stack: RunningStack, context: Context, via: str
+) -> None:
+    before = footprint(shared_stack, context.project_id)
+    answer = create_batch(
+        via,
+        shared_stack,
+        {"endpoint": ENDPOINT, "completion_window": "24h", "requests": [{"body": {"model": "gpt-9"}}, 5]},
+        PROJECT,
+    )
+    error = answer.expect_error(400, "no_valid_records")
+    assert error["param"] == "requests"
+    assert [(r["line"], r["code"]) for r in error["rejected_records"]] == [
+        (1, "model_not_found"),
+        (2, "invalid_record"),
+    ]
+    # The inline input is not kept; only the rejections file the answer names is.
+    assert footprint(shared_stack, context.project_id) == {**before, "files": before["files"] + 1}

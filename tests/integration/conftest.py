@@ -1,0 +1,18 @@
+"""Integration fixtures: a migrated database of each kind, opened in the test's process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.common.db import Database
+from services.common.db.migrate import migrate
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = Database(database_url)
+    await migrate(database)
+    yield database
+    await database.dispose()
