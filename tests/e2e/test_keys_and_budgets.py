@@ -7,27 +7,20 @@ budget is used up gets 402 on create, and nothing is stored.
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 
 import openai
 import pytest
 
 from tests.e2e.ingest_client import VIAS, Answer, create_batch, from_file, upload_records
-from tests.support import RunningStack, chat_records, db_rows, wait_for_batch
+from tests.support import RunningStack, chat_records, db_rows, run_cli, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
 
 
 def cli(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `batchgate` against the stack's database, as an operator would."""
-    done = subprocess.run(
-        [sys.executable, "-m", "batchgate.cli", *args],
-        env={**stack.stack._environ()},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_cli(*args, env=stack.env)
     assert done.returncode == 0, done.stderr
     return done
 
