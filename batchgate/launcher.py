@@ -33,6 +33,8 @@ CORE_SERVICES = ("ingest", "scheduler", "results")
 class Child:
     name: str
     argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    """Settings for this process only, over the stack's (e.g. a second scheduler's port)."""
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
 
@@ -52,11 +54,12 @@ class Stack:
     """Whether children see this process's own BATCHGATE_* variables (tests turn it off)."""
     children: list[Child] = field(default_factory=list)
 
-    def _environ(self) -> dict[str, str]:
+    def _environ(self, child: Child) -> dict[str, str]:
         environ = {
             k: v for k, v in os.environ.items() if self.inherit_settings or not k.startswith("BATCHGATE_")
         }
         environ.update(self.env)
+        environ.update(child.env)
         environ.setdefault("PYTHONUNBUFFERED", "1")
         return environ
 
@@ -68,7 +71,7 @@ class Stack:
             stdout = child.log
         child.process = subprocess.Popen(
             child.argv,
-            env=self._environ(),
+            env=self._environ(child),
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout else None,
             start_new_session=new_session,
@@ -78,6 +81,12 @@ class Stack:
 
     def start_core(self) -> None:
         self._spawn(Child("core", serve_argv(*CORE_SERVICES)))
+
+    def start_services(self, name: str, *services: str, env: dict[str, str] | None = None) -> Child:
+        """Any services in one process, with settings of its own: how replicas are run (e.g.
+        a second scheduler on PostgreSQL: `start_services("scheduler-2", "scheduler",
+        env={"BATCHGATE_SCHEDULER_PORT": "…"})`)."""
+        return self._spawn(Child(name, serve_argv(*services), env=dict(env or {})))
 
     def start_executor(self, index: int) -> Child:
         return self._spawn(Child(f"executor-{index}", serve_argv("executor", extra=("--index", str(index)))))
@@ -97,11 +106,13 @@ class Stack:
             self.start_executor(index)
         self.start_envoy()
 
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until every service answers its health check and Envoy accepts connections."""
+    def wait_ready(self, timeout_s: float = 60.0, extra_grpc_ports: tuple[int, ...] = ()) -> None:
+        """Until every service (and each of `extra_grpc_ports`) answers its health check and
+        Envoy accepts connections."""
         deadline = time.monotonic() + timeout_s
         ports = [self.settings.ingest_port, self.settings.scheduler_port, self.settings.results_port]
         ports += [self.settings.executor_port + i for i in range(self.settings.executors)]
+        ports += list(extra_grpc_ports)
         for port in ports:
             _wait_grpc_health(f"127.0.0.1:{port}", deadline, self)
         _wait_tcp(self.settings.port, deadline, self)
@@ -128,9 +139,13 @@ class Stack:
             child.log = None
 
     def stop(self) -> None:
-        """Envoy first (no new requests), then executors (they drain), then core, then upstream."""
-        order = {"envoy": 0, "simulator": 3, "core": 2}
-        for child in sorted(self.children, key=lambda c: order.get(c.name, 1)):
+        """Envoy first (no new requests), then executors (they drain), then the other services
+        (core, replicas), then the upstream."""
+        order = {"envoy": 0, "simulator": 3}
+        ranked = sorted(
+            self.children, key=lambda c: order.get(c.name, 1 if c.name.startswith("executor") else 2)
+        )
+        for child in ranked:
             self.stop_child(child)
         self.children.clear()
 

@@ -56,6 +56,7 @@ class _Slot:
 class Stats:
     finished: int = 0
     refused: int = 0
+    lost: int = 0
 
 
 @dataclass
@@ -244,6 +245,7 @@ class Executor:
         if slot is None or slot.ref.attempt != attempt:
             return
         del self._slots[key]
+        self.stats.lost += 1
         log.warning("dropping %s/%d (attempt %d): its lease is lost", key[0], key[1], attempt)
         if slot.task is not None and not slot.task.done():
             slot.task.cancel()

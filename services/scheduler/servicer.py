@@ -14,6 +14,7 @@ from services.common import batch_status, errors
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import notify
+from services.common.faults import crash_point
 from services.common.db.schema import batches
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.queue import Closing, Lease, Queue, Ref
@@ -69,6 +70,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         while max_items:
             event = self._signal.current()
             leases = await self._queue.lease(request.executor_id, max_items)
+            if leases:
+                crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
             remaining = deadline - time.monotonic()
             if leases or remaining <= 0 or context.done():
                 break
