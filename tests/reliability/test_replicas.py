@@ -1,0 +1,88 @@
+"""Several replicas on PostgreSQL: two `batchgate serve scheduler` processes (each on its own
+port, listed in BATCHGATE_SCHEDULER_ADDRS) and two executors run one batch; exactly one
+scheduler leads maintenance; killing the leader mid-batch hands leadership to the other and
+the batch still completes with every custom_id exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.execution_support import (
+    assert_each_custom_id_once,
+    result_lines,
+    wait_for_batch_through_outages,
+    wait_until,
+)
+from tests.support import chat_records, free_port, fresh_database, running_stack, upload
+
+LEADER_LINE = "maintenance leader;"
+
+
+@pytest.mark.postgres
+def test_two_schedulers_and_two_executors_share_one_batch(tmp_path: Path) -> None:
+    first_port, second_port = free_port(), free_port()
+    with (
+        fresh_database("postgres", tmp_path) as url,
+        running_stack(
+            tmp_path,
+            url,
+            start=False,
+            BATCHGATE_SCHEDULER_PORT=str(first_port),
+            BATCHGATE_SCHEDULER_ADDRS=f"127.0.0.1:{first_port},127.0.0.1:{second_port}",
+            BATCHGATE_EXECUTORS="2",
+            BATCHGATE_LEASE_TTL_S="3",
+            BATCHGATE_MAINTENANCE_INTERVAL_S="0.25",
+        ) as stack,
+    ):
+        processes = stack.stack
+        processes.start_simulator()
+        processes.start_services("core", "ingest", "results")
+        schedulers = [
+            processes.start_services("scheduler-a", "scheduler"),
+            processes.start_services(
+                "scheduler-b", "scheduler", env={"BATCHGATE_SCHEDULER_PORT": str(second_port)}
+            ),
+        ]
+        processes.start_executor(0)
+        processes.start_executor(1)
+        processes.start_envoy()
+        processes.wait_ready(extra_grpc_ports=(second_port,))
+
+        def leading() -> list[str]:
+            return [
+                c.name for c in schedulers if LEADER_LINE in (stack.log_dir / f"{c.name}.log").read_text()
+            ]
+
+        client = stack.client()
+        records = chat_records(1500, prefix="rep", x_sim={"delay_ms": 50})
+        batch = client.batches.create(
+            input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        wait_until("one maintenance leader", lambda: len(leading()) == 1, timeout_s=60)
+        wait_until(
+            "a fifth done",
+            lambda: client.batches.retrieve(batch.id).request_counts.completed >= 300,
+            timeout_s=180,
+        )
+        assert len(leading()) == 1
+        (leader,) = [c for c in schedulers if c.name == leading()[0]]
+        assert leader.process is not None
+        os.kill(leader.process.pid, signal.SIGKILL)
+        leader.process.wait(30)
+        wait_until("the other scheduler takes over maintenance", lambda: len(leading()) == 2, timeout_s=60)
+
+        done = wait_for_batch_through_outages(client, batch.id, timeout_s=300)
+        assert (done.status, done.request_counts.completed, done.request_counts.failed) == (
+            "completed",
+            1500,
+            0,
+        )
+        output, errors = result_lines(client, done)
+        assert_each_custom_id_once(output, errors, [r["custom_id"] for r in records])
+        assert errors == []
+        survivor = next(c for c in schedulers if c is not leader)
+        assert survivor.process is not None and survivor.process.poll() is None
