@@ -4,9 +4,10 @@ straight from the database, collecting a finished batch's lines, waiting through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from sqlalchemy import func, select
 
 from services.common.db import Database
 from services.common.db.schema import items
-from tests.support import TERMINAL, read_jsonl
+from tests.support import TERMINAL, RunningStack, fresh_database, read_jsonl, running_stack, upload
 
 FAST_RETRY = {"initial_interval_s": 0.1, "backoff_coefficient": 2.0, "max_interval_s": 0.5, "max_attempts": 3}
 
@@ -48,6 +49,20 @@ def write_catalogue(path: Path, simulator_port: int, **provider: Any) -> str:
     }
     path.write_text(yaml.safe_dump(doc))
     return str(path)
+
+
+@contextlib.contextmanager
+def private_stack(db_kind: str, tmp: Path, **env: str) -> Iterator[RunningStack]:
+    """A stack of its own on a fresh database, for a test that kills or reconfigures processes."""
+    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, **env) as stack:
+        yield stack
+
+
+def create_batch(stack: RunningStack, records: list[dict[str, Any]], window: str = "24h") -> Any:
+    client = stack.client()
+    return client.batches.create(
+        input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window=window
+    )
 
 
 def item_states(database_url: str, batch_id: str) -> Counter[str]:
@@ -114,6 +129,18 @@ def result_lines(client: Any, batch: Any) -> tuple[list[dict[str, Any]], list[di
     output = read_jsonl(client.files.content(batch.output_file_id).content) if batch.output_file_id else []
     errors = read_jsonl(client.files.content(batch.error_file_id).content) if batch.error_file_id else []
     return output, errors
+
+
+def finished_exactly_once(
+    stack: RunningStack, batch_id: str, records: list[dict[str, Any]], timeout_s: float = 300.0
+) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Wait (through outages) for the batch to end; check that every record's custom_id is in
+    its output or error file exactly once. Returns (batch, output lines, error lines)."""
+    client = stack.client()
+    done = wait_for_batch_through_outages(client, batch_id, timeout_s)
+    output, errors = result_lines(client, done)
+    assert_each_custom_id_once(output, errors, [r["custom_id"] for r in records])
+    return done, output, errors
 
 
 def assert_each_custom_id_once(

@@ -56,12 +56,14 @@ class ProviderConfig:
     """One upstream: an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) or Anthropic."""
 
     name: str
+    """What models name in their `provider`."""
     kind: str = "openai"
     """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
     base_url: str = ""
     """Up to and including the version segment, e.g. `https://api.openai.com/v1`."""
     api_keys: tuple[str, ...] = ()
-    """Key pool, used round-robin; `${ENV_VAR}` references are expanded."""
+    """Key pool, used round-robin, skipping a key while it rests after a 429; `${ENV_VAR}`
+    references are expanded (`api_key:` for a single key)."""
     max_concurrency: int = 64
     """Requests in flight to this provider per executor process (the adaptive limit's ceiling)."""
     min_concurrency: int = 1

@@ -292,9 +292,13 @@ class Queue:
                 await conn.execute(
                     lock_rows(
                         self._db,
-                        select(batches.c.status, batches.c.end_status).where(
-                            batches.c.id == closing.batch_id
-                        ),
+                        select(
+                            batches.c.status,
+                            batches.c.end_status,
+                            batches.c.total,
+                            batches.c.completed_count,
+                            batches.c.failed_count,
+                        ).where(batches.c.id == closing.batch_id),
                     )
                 )
             ).first()
@@ -314,21 +318,16 @@ class Queue:
                     )
                 )
             ).rowcount
-            counts = select(batches.c.total, batches.c.completed_count, batches.c.failed_count)
             if closed:
                 # A batch whose items all finished before its deadline still ends `completed`:
                 # only closing something decides the end (cancel already decided it).
-                row = (
-                    await conn.execute(
-                        update(batches)
-                        .where(batches.c.id == closing.batch_id)
-                        .values(
-                            failed_count=batches.c.failed_count + closed,
-                            end_status=batch.end_status or closing.end,
-                        )
-                        .returning(batches.c.total, batches.c.completed_count, batches.c.failed_count)
+                await conn.execute(
+                    update(batches)
+                    .where(batches.c.id == closing.batch_id)
+                    .values(
+                        failed_count=batches.c.failed_count + closed,
+                        end_status=batch.end_status or closing.end,
                     )
-                ).one()
-            else:
-                row = (await conn.execute(counts.where(batches.c.id == closing.batch_id))).one()
-        return int(closed), row.completed_count + row.failed_count >= row.total
+                )
+        settled = batch.completed_count + batch.failed_count + closed >= batch.total
+        return int(closed), settled

@@ -14,8 +14,8 @@ from services.common import batch_status, errors
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import notify
-from services.common.faults import crash_point
 from services.common.db.schema import batches
+from services.common.faults import crash_point
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.queue import Closing, Lease, Queue, Ref
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal

@@ -18,6 +18,7 @@ import pytest
 
 from tests.execution_support import (
     assert_each_custom_id_once,
+    create_batch,
     item_rows,
     item_states,
     result_lines,
@@ -31,7 +32,6 @@ from tests.support import (
     fresh_database,
     read_jsonl,
     running_stack,
-    upload,
     wait_for_batch,
 )
 
@@ -66,13 +66,6 @@ def record(custom_id: str, model: str = "gpt-4o-mini", **x_sim: object) -> dict:
     return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
 
 
-def create(stack: RunningStack, records: list[dict], window: str = "24h") -> object:
-    client = stack.client()
-    return client.batches.create(
-        input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window=window
-    )
-
-
 def calls_for(stack: RunningStack, custom_id: str) -> list[dict]:
     url = f"http://127.0.0.1:{stack.settings.simulator_port}/_sim/calls"
     return httpx.get(url, params={"content": f"{custom_id} content"}, timeout=10).json()
@@ -80,7 +73,7 @@ def calls_for(stack: RunningStack, custom_id: str) -> list[dict]:
 
 def test_retries_retry_after_final_4xx_fallback_and_the_time_limit(stack: RunningStack) -> None:
     client = stack.client()
-    mini = create(
+    mini = create_batch(
         stack,
         [
             record("plain"),
@@ -91,7 +84,7 @@ def test_retries_retry_after_final_4xx_fallback_and_the_time_limit(stack: Runnin
         ],
     )
     strict = "gpt-4o-strict"
-    slow = create(stack, [record("slow", model=strict, delay_ms=5000), record("quick", model=strict)])
+    slow = create_batch(stack, [record("slow", model=strict, delay_ms=5000), record("quick", model=strict)])
     done = wait_for_batch(client, mini.id)
     assert done.status == "completed"
     assert (done.request_counts.completed, done.request_counts.failed) == (4, 1)
@@ -143,7 +136,7 @@ def test_anthropic_model_answers_in_the_chat_completion_shape(stack: RunningStac
     }
     records = [record(f"claude-{i}", model="claude-haiku-4-5") for i in range(3)]
     records[2]["body"] |= {"tools": [tool], "max_tokens": 64}
-    done = wait_for_batch(client, create(stack, records).id)
+    done = wait_for_batch(client, create_batch(stack, records).id)
     assert done.status == "completed" and done.request_counts.completed == 3
     assert done.usage.input_tokens > 0 and done.usage.output_tokens > 0
     output, _ = result_lines(client, done)
@@ -162,7 +155,7 @@ def test_expiry_mid_run_keeps_finished_results_and_expires_the_rest(stack: Runni
     client = stack.client()
     fast = [record(f"exp-fast-{i}") for i in range(CONCURRENCY)]
     slow = [record(f"exp-slow-{i}", delay_ms=60_000) for i in range(3 * CONCURRENCY)]
-    batch = create(stack, fast + slow, window="5s")
+    batch = create_batch(stack, fast + slow, window="5s")
     assert batch.expires_at - batch.created_at == 5
     done = wait_for_batch(client, batch.id, timeout_s=90)
     assert done.status == "expired"
@@ -185,7 +178,7 @@ def test_cancel_mid_run_keeps_finished_and_in_flight_results(stack: RunningStack
     first_wave = [record(f"cx-fast-{i}") for i in range(CONCURRENCY)]
     second_wave = [record(f"cx-slow-{i}", delay_ms=6000) for i in range(CONCURRENCY)]
     rest = [record(f"cx-queued-{i}") for i in range(2 * CONCURRENCY)]
-    batch = create(stack, first_wave + second_wave + rest)
+    batch = create_batch(stack, first_wave + second_wave + rest)
     # The first wave is done and the second is running: cancel now.
     wait_until(
         "second wave running",
@@ -212,7 +205,7 @@ def test_cancel_mid_run_keeps_finished_and_in_flight_results(stack: RunningStack
 def test_completed_batch_has_every_lifecycle_timestamp_in_order(stack: RunningStack) -> None:
     client = stack.client()
     started = time.time()
-    done = wait_for_batch(client, create(stack, chat_records(3, prefix="stamps")).id)
+    done = wait_for_batch(client, create_batch(stack, chat_records(3, prefix="stamps")).id)
     assert done.status == "completed"
     assert (
         int(started) - 1 <= done.created_at <= done.in_progress_at <= done.finalizing_at <= done.completed_at

@@ -25,8 +25,8 @@ from batchgate.internal.v1 import (
 )
 from services.common.db import Database
 from services.common.db.schema import items, usage_events
-from tests.execution_support import item_rows, result_lines, wait_until
-from tests.support import RunningStack, chat_records, fresh_database, running_stack, upload, wait_for_batch
+from tests.execution_support import create_batch, item_rows, private_stack, result_lines, wait_until
+from tests.support import RunningStack, chat_records, wait_for_batch
 
 
 def _completion(text: str) -> bytes:
@@ -51,22 +51,14 @@ def _outcome(ref: items_pb2.ItemRef, text: str) -> recorder_pb2.Outcome:
 
 
 def test_a_lapsed_lease_is_leased_again_and_the_old_token_is_refused(db_kind: str, tmp_path: Path) -> None:
-    with (
-        fresh_database(db_kind, tmp_path) as url,
-        running_stack(
-            tmp_path,
-            url,
-            BATCHGATE_EXECUTORS="0",
-            BATCHGATE_LEASE_TTL_S="1",
-            BATCHGATE_MAINTENANCE_INTERVAL_S="0.2",
-        ) as stack,
-    ):
+    env = {
+        "BATCHGATE_EXECUTORS": "0",
+        "BATCHGATE_LEASE_TTL_S": "1",
+        "BATCHGATE_MAINTENANCE_INTERVAL_S": "0.2",
+    }
+    with private_stack(db_kind, tmp_path, **env) as stack:
         client = stack.client()
-        batch = client.batches.create(
-            input_file_id=upload(client, chat_records(1, prefix="fence")).id,
-            endpoint="/v1/chat/completions",
-            completion_window="24h",
-        )
+        batch = create_batch(stack, chat_records(1, prefix="fence"))
         with (
             grpc.insecure_channel(f"127.0.0.1:{stack.settings.scheduler_port}") as scheduler_channel,
             grpc.insecure_channel(f"127.0.0.1:{stack.settings.results_port}") as results_channel,
@@ -121,20 +113,10 @@ def _executor_status(port: int) -> executor_pb2.GetExecutorStatusResponse:
 
 
 def test_a_frozen_executors_item_is_re_run_and_its_late_result_refused(db_kind: str, tmp_path: Path) -> None:
-    with (
-        fresh_database(db_kind, tmp_path) as url,
-        running_stack(
-            tmp_path,
-            url,
-            BATCHGATE_LEASE_TTL_S="2",
-            BATCHGATE_MAINTENANCE_INTERVAL_S="0.2",
-        ) as stack,
-    ):
+    env = {"BATCHGATE_LEASE_TTL_S": "2", "BATCHGATE_MAINTENANCE_INTERVAL_S": "0.2"}
+    with private_stack(db_kind, tmp_path, **env) as stack:
         client = stack.client()
-        records = chat_records(1, prefix="frozen", x_sim={"delay_ms": 2500})
-        batch = client.batches.create(
-            input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
-        )
+        batch = create_batch(stack, chat_records(1, prefix="frozen", x_sim={"delay_ms": 2500}))
         wait_until("item leased", lambda: item_rows(stack.database_url, batch.id)[0].state == "leased")
         (frozen,) = [c for c in stack.stack.children if c.name == "executor-0"]
         assert frozen.process is not None

@@ -11,13 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.execution_support import (
-    assert_each_custom_id_once,
-    result_lines,
-    wait_for_batch_through_outages,
-    wait_until,
-)
-from tests.support import chat_records, free_port, fresh_database, running_stack, upload
+from tests.execution_support import create_batch, finished_exactly_once, wait_until
+from tests.support import chat_records, free_port, fresh_database, running_stack
 
 LEADER_LINE = "maintenance leader;"
 
@@ -59,9 +54,7 @@ def test_two_schedulers_and_two_executors_share_one_batch(tmp_path: Path) -> Non
 
         client = stack.client()
         records = chat_records(1500, prefix="rep", x_sim={"delay_ms": 50})
-        batch = client.batches.create(
-            input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
-        )
+        batch = create_batch(stack, records)
         wait_until("one maintenance leader", lambda: len(leading()) == 1, timeout_s=60)
         wait_until(
             "a fifth done",
@@ -75,14 +68,7 @@ def test_two_schedulers_and_two_executors_share_one_batch(tmp_path: Path) -> Non
         leader.process.wait(30)
         wait_until("the other scheduler takes over maintenance", lambda: len(leading()) == 2, timeout_s=60)
 
-        done = wait_for_batch_through_outages(client, batch.id, timeout_s=300)
-        assert (done.status, done.request_counts.completed, done.request_counts.failed) == (
-            "completed",
-            1500,
-            0,
-        )
-        output, errors = result_lines(client, done)
-        assert_each_custom_id_once(output, errors, [r["custom_id"] for r in records])
-        assert errors == []
+        done, _output, errors = finished_exactly_once(stack, batch.id, records)
+        assert (done.status, done.request_counts.completed, errors) == ("completed", 1500, [])
         survivor = next(c for c in schedulers if c is not leader)
         assert survivor.process is not None and survivor.process.poll() is None

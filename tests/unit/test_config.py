@@ -7,11 +7,16 @@ from pathlib import Path
 import pytest
 
 from services.common.config import SIMULATED_PROVIDER, load_settings
-from tools.config_docs import README, block, readme_block
+from tools.config_docs import CATALOGUE_BEGIN, CATALOGUE_END, README, block, catalogue_block, readme_block
 
 
 def test_readme_documents_every_setting() -> None:
     assert readme_block(README.read_text()) == block(), "run `make gen` to refresh README.md"
+
+
+def test_readme_documents_every_provider_and_retry_key() -> None:
+    text = README.read_text()
+    assert readme_block(text, CATALOGUE_BEGIN, CATALOGUE_END) == catalogue_block(), "run `make gen`"
 
 
 def test_environment_beats_yaml_beats_defaults(tmp_path: Path) -> None:
