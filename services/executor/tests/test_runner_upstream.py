@@ -245,3 +245,18 @@ async def test_token_budget_is_settled_by_the_answers_usage(simulator: str) -> N
         assert used - 200 <= spent <= used + 1  # the 5,000-token allowance was refunded
     finally:
         await runner.close()
+
+
+async def test_a_burst_of_429s_lowers_the_concurrency_and_successes_raise_it(simulator: str) -> None:
+    runner = ItemRunner(settings_for(simulator, max_concurrency=8, rate_limit_cooldown_s=0))
+    limit = runner._providers["oai"].concurrency
+    try:
+        burst = [leased(chat(f"burst {n}", x_sim={"status": 429, "times": 1})) for n in range(8)]
+        outcomes = await asyncio.gather(*(runner.run(item) for item in burst))
+        assert all(o.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED and o.attempts == 2 for o in outcomes)
+        assert limit.limit < 8  # halved by the burst, growing back with the successes since
+        lowered = limit.limit
+        await asyncio.gather(*(runner.run(leased(chat(f"healthy {n}"))) for n in range(40)))
+        assert limit.limit > lowered
+    finally:
+        await runner.close()
