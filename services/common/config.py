@@ -411,7 +411,15 @@ def _anthropic_endpoints(settings: Settings) -> Settings:
     return dataclasses.replace(settings, models=tuple(models))
 
 
+def _check_retry(retry: RetryPolicy) -> None:
+    if retry.max_attempts < 1 or retry.backoff_coefficient < 1:
+        raise ValueError("retry: max_attempts and backoff_coefficient must be at least 1")
+    if retry.initial_interval_s < 0 or retry.max_interval_s < 0:
+        raise ValueError("retry: intervals must not be negative")
+
+
 def _check_catalogue(settings: Settings) -> None:
+    _check_retry(settings.retry)
     names = {p.name for p in settings.providers}
     for p in settings.providers:
         _check_provider(p)
