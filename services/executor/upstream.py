@@ -10,7 +10,6 @@ OpenAI's error shape, as the provider itself would have answered.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -122,4 +121,5 @@ class OpenAICompatible:
         return headers.get("x-request-id")
 
     def answer(self, endpoint: str, status_code: int, raw: bytes, request_id: str) -> UpstreamAnswer:
-        return dataclasses.replace(parse_answer(raw, status_code), request_id=request_id)
+        answer = parse_answer(raw, status_code)
+        return UpstreamAnswer(answer.status_code, answer.body, answer.parsed, request_id)

@@ -185,37 +185,50 @@ class Executor:
             self._outbox_ready.set()
 
     async def _flush_loop(self) -> None:
+        """One group per round: a full group at once, otherwise what gathered in a flush
+        interval (outcomes that finish while a group is being sent wait for the next round,
+        rather than going out as a group of one or two)."""
         while True:
-            await _sleep_unless(self._outbox_ready, self.settings.result_flush_ms / 1000)
+            if len(self._outbox) < self.settings.result_batch_max:
+                await _sleep_unless(self._outbox_ready, self.settings.result_flush_ms / 1000)
             self._outbox_ready.clear()
-            if not await self.flush():
+            if self._outbox and not await self._send_group():
                 await asyncio.sleep(self._flush_retry.wait_s)
 
     async def flush(self) -> bool:
-        """Send every waiting outcome; on failure keep them for the next round. Returns whether
-        the outbox is empty. One flush at a time: a group is removed only once acknowledged."""
+        """Send every waiting outcome; returns whether the outbox is empty (on failure the rest
+        stays for later)."""
+        while self._outbox:
+            if not await self._send_group():
+                return False
+        return True
+
+    async def _send_group(self) -> bool:
+        """Send the oldest group of outcomes. One send at a time: a group leaves the outbox
+        (and frees its slots) only once results acknowledged it."""
         async with self._flushing:
-            while self._outbox:
-                group = self._outbox[: self.settings.result_batch_max]
-                try:
-                    answer = await self.recorder.RecordResults(
-                        recorder_pb2.RecordResultsRequest(executor_id=self.executor_id, outcomes=group),
-                        timeout=30,
-                    )
-                except grpc.aio.AioRpcError as exc:
-                    self._flush_retry.failed(exc)
-                    return False
-                self._flush_retry.succeeded()
-                sent = {id(o) for o in group}  # the outbox may have changed during the call
-                self._outbox = [o for o in self._outbox if id(o) not in sent]
-                self.stats.finished += answer.accepted + answer.duplicates
-                self.stats.refused += len(answer.refused)
-                for outcome in group:
-                    key = (outcome.ref.batch_id, outcome.ref.index)
-                    slot = self._slots.get(key)
-                    if slot is not None and slot.ref.attempt == outcome.ref.attempt:
-                        del self._slots[key]
-                self._slot_freed.set()
+            group = self._outbox[: self.settings.result_batch_max]
+            if not group:
+                return True
+            try:
+                answer = await self.recorder.RecordResults(
+                    recorder_pb2.RecordResultsRequest(executor_id=self.executor_id, outcomes=group),
+                    timeout=30,
+                )
+            except grpc.aio.AioRpcError as exc:
+                self._flush_retry.failed(exc)
+                return False
+            self._flush_retry.succeeded()
+            sent = {id(o) for o in group}  # the outbox may have changed during the call
+            self._outbox = [o for o in self._outbox if id(o) not in sent]
+            self.stats.finished += answer.accepted + answer.duplicates
+            self.stats.refused += len(answer.refused)
+            for outcome in group:
+                key = (outcome.ref.batch_id, outcome.ref.index)
+                slot = self._slots.get(key)
+                if slot is not None and slot.ref.attempt == outcome.ref.attempt:
+                    del self._slots[key]
+            self._slot_freed.set()
             return True
 
     async def _renew_loop(self) -> None:
