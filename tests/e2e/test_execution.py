@@ -176,7 +176,7 @@ def test_expiry_mid_run_keeps_finished_results_and_expires_the_rest(stack: Runni
 def test_cancel_mid_run_keeps_finished_and_in_flight_results(stack: RunningStack) -> None:
     client = stack.client()
     first_wave = [record(f"cx-fast-{i}") for i in range(CONCURRENCY)]
-    second_wave = [record(f"cx-slow-{i}", delay_ms=6000) for i in range(CONCURRENCY)]
+    second_wave = [record(f"cx-slow-{i}", delay_ms=8000) for i in range(CONCURRENCY)]
     rest = [record(f"cx-queued-{i}") for i in range(2 * CONCURRENCY)]
     batch = create_batch(stack, first_wave + second_wave + rest)
     # The first wave is done and the second is running: cancel now.
