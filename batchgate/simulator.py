@@ -3,14 +3,22 @@
 Serves OpenAI's `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, `/v1/responses`
 and Anthropic's `/v1/messages`. The same request always gets the same answer. Latency and
 random failure rates are flags; tests steer single requests with an `x_sim` object in the
-body (a real provider would reject it; batchgate passes bodies through unchanged):
+body (a real provider would reject it; batchgate passes bodies through unchanged, and its
+Anthropic translation passes unknown keys through too):
 
     "x_sim": {"status": 503, "times": 2, "retry_after": 1,   # first 2 calls answer 503
+              "keys": ["k1"],                                  # ... only calls made with these keys
               "delay_ms": 500,                                 # extra latency for this request
-              "fail_models": ["gpt-4o"]}                       # these models always answer 503
+              "fail_models": ["gpt-4o"],                       # these models always answer 503
+              "echo": true,                                    # answer text = the request body seen
+              "usage": {"cache_read_input_tokens": 3},         # merged into the answer's usage
+              "stop_reason": "max_tokens"}                     # /v1/messages: this stop reason
 
-`GET /_sim/stats` reports how many calls each request content received (tests use it to prove
-that finished items are not re-run).
+`/v1/messages` wants Anthropic's headers (`x-api-key`, `anthropic-version`) and answers with a
+`tool_use` block when tools are offered and the last turn is not a tool result (unless
+`tool_choice` is none). `GET /_sim/stats` reports how many calls each request content received
+(tests use it to prove that finished items are not re-run); `GET /_sim/calls?content=…` lists
+the calls for one content in order (time, status, model, API key).
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-from collections import Counter
+import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +35,7 @@ import orjson
 from aiohttp import web
 
 CREATED = 1_767_225_600  # fixed so answers are byte-identical across runs
+CALL_LOG_MAX = 200_000
 
 
 @dataclass
@@ -44,6 +54,7 @@ class _State:
     calls_by_key: Counter[str] = field(default_factory=Counter)
     calls_by_content: Counter[str] = field(default_factory=Counter)
     calls_by_status: Counter[int] = field(default_factory=Counter)
+    calls: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=CALL_LOG_MAX))
     total: int = 0
 
 
@@ -51,13 +62,22 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _text_or_json(content: Any) -> str:
+    """A string as is; a list of text parts/blocks as their text; anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "".join(str(p.get("text", "")) for p in content)
+    return orjson.dumps(content).decode()
+
+
 def _content_key(body: dict[str, Any]) -> str:
-    """What identifies a request for stats: its last message / input / prompt."""
+    """What identifies a request for stats: its last message / input / prompt (the same for an
+    OpenAI chat request and its Anthropic translation)."""
     messages = body.get("messages")
     if isinstance(messages, list) and messages:
         last = messages[-1]
-        content = last.get("content") if isinstance(last, dict) else last
-        return content if isinstance(content, str) else orjson.dumps(content).decode()
+        return _text_or_json(last.get("content") if isinstance(last, dict) else last)
     for key in ("input", "prompt"):
         if key in body:
             value = body[key]
@@ -93,6 +113,11 @@ def _anthropic_error(status: int, message: str) -> dict[str, Any]:
         529: "overloaded_error",
     }.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _seen(body: dict[str, Any]) -> str:
+    """What `x_sim.echo` answers: the request as received, without the steering object."""
+    return orjson.dumps({k: v for k, v in body.items() if k != "x_sim"}).decode()
 
 
 def _chat(body: dict[str, Any], key: str, digest: str) -> dict[str, Any]:
@@ -189,17 +214,40 @@ def _responses(body: dict[str, Any], key: str, digest: str) -> dict[str, Any]:
     }
 
 
+def _tool_use(body: dict[str, Any], digest: str) -> dict[str, Any] | None:
+    """A call of the first offered tool, unless the last turn answers one or tools are off."""
+    tools = body.get("tools")
+    choice = body.get("tool_choice") or {}
+    if not isinstance(tools, list) or not tools or choice.get("type") == "none":
+        return None
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content") if isinstance(last, dict) else None
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    ):
+        return None
+    tool = next((t for t in tools if t.get("name") == choice.get("name")), tools[0])
+    properties = (tool.get("input_schema") or {}).get("properties") or {}
+    sample = {"integer": 1, "number": 1.5, "boolean": True}
+    arguments = {name: sample.get(spec.get("type"), "simulated") for name, spec in properties.items()}
+    return {"type": "tool_use", "id": f"toolu_{digest[:24]}", "name": tool.get("name"), "input": arguments}
+
+
 def _messages(body: dict[str, Any], key: str, digest: str) -> dict[str, Any]:
     model = str(body.get("model", ""))
     text = _answer_text(key, model)
     prompt = sum(_tokens(orjson.dumps(m).decode()) for m in body.get("messages") or [])
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    call = _tool_use(body, digest)
+    if call is not None:
+        content.append(call)
     return {
         "id": f"msg_{digest[:24]}",
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "content": content,
+        "stop_reason": "tool_use" if call is not None else "end_turn",
         "stop_sequence": None,
         "usage": {
             "input_tokens": prompt,
@@ -208,6 +256,26 @@ def _messages(body: dict[str, Any], key: str, digest: str) -> dict[str, Any]:
             "cache_creation_input_tokens": 0,
         },
     }
+
+
+def _steer(answer: dict[str, Any], sim: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """Apply `x_sim`'s echo/usage/stop_reason to a successful answer."""
+    if sim.get("echo"):
+        seen = _seen(body)
+        if "choices" in answer:
+            answer["choices"][0]["message"]["content"] = seen
+        elif answer.get("type") == "message":
+            answer["content"][0]["text"] = seen
+    if isinstance(sim.get("usage"), dict) and isinstance(answer.get("usage"), dict):
+        answer["usage"].update(sim["usage"])
+    if sim.get("stop_reason") and answer.get("type") == "message":
+        answer["stop_reason"] = sim["stop_reason"]
+    return answer
+
+
+def _api_key(request: web.Request) -> str:
+    bearer = request.headers.get("authorization", "")
+    return request.headers.get("x-api-key") or bearer.removeprefix("Bearer ").strip()
 
 
 def build_app(options: SimulatorOptions) -> web.Application:
@@ -229,6 +297,7 @@ def build_app(options: SimulatorOptions) -> web.Application:
         async def handle(request: web.Request) -> web.Response:
             raw = await request.read()
             state.total += 1
+            api_key = _api_key(request)
             try:
                 body = orjson.loads(raw)
                 assert isinstance(body, dict)
@@ -236,32 +305,48 @@ def build_app(options: SimulatorOptions) -> web.Application:
                 return respond(400, error(400, "The body must be a JSON object."))
             key = _content_key(body)
             state.calls_by_content[key] += 1
+            call = {"content": key, "model": body.get("model"), "api_key": api_key, "at": time.time()}
+            state.calls.append(call)  # its status is added when it answers
+
+            def reply(
+                status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> web.Response:
+                call["status"] = status
+                return respond(status, payload, headers)
+
             digest = _digest(raw)
             sim = body.get("x_sim") if isinstance(body.get("x_sim"), dict) else {}
             state.calls_by_key[digest] += 1
             delay = options.latency_ms + float(sim.get("delay_ms", 0))
             if delay > 0:
                 await asyncio.sleep(delay / 1000)
+            if anthropic and not request.headers.get("x-api-key"):
+                return reply(401, error(401, "x-api-key header is required."))
+            if anthropic and not request.headers.get("anthropic-version"):
+                return reply(400, error(400, "anthropic-version header is required."))
             if body.get("model") in (sim.get("fail_models") or ()):
-                return respond(503, error(503, f"Model {body.get('model')} is unavailable (simulated)."))
+                return reply(503, error(503, f"Model {body.get('model')} is unavailable (simulated)."))
             status = sim.get("status")
-            if status and state.calls_by_key[digest] <= int(sim.get("times", 1_000_000)):
+            keyed = "keys" not in sim or api_key in sim["keys"]
+            if status and keyed and state.calls_by_key[digest] <= int(sim.get("times", 1_000_000)):
                 headers = {"retry-after": str(sim["retry_after"])} if "retry_after" in sim else {}
-                return respond(int(status), error(int(status), f"Simulated HTTP {status}."), headers)
+                return reply(int(status), error(int(status), f"Simulated HTTP {status}."), headers)
             roll = state.rng.random()
             if roll < options.rate_limit_rate:
-                return respond(429, error(429, "Rate limit reached (simulated)."), {"retry-after": "1"})
+                return reply(429, error(429, "Rate limit reached (simulated)."), {"retry-after": "1"})
             if roll < options.rate_limit_rate + options.error_rate:
-                return respond(500, error(500, "Internal error (simulated)."))
+                return reply(500, error(500, "Internal error (simulated)."))
             if kind == "chat":
-                return respond(200, _chat(body, key, digest))
-            if kind == "completions":
-                return respond(200, _completion(body, key, digest))
-            if kind == "embeddings":
-                return respond(200, _embeddings(body, key, digest, options.embedding_dimensions))
-            if kind == "responses":
-                return respond(200, _responses(body, key, digest))
-            return respond(200, _messages(body, key, digest))
+                answer = _chat(body, key, digest)
+            elif kind == "completions":
+                answer = _completion(body, key, digest)
+            elif kind == "embeddings":
+                answer = _embeddings(body, key, digest, options.embedding_dimensions)
+            elif kind == "responses":
+                answer = _responses(body, key, digest)
+            else:
+                answer = _messages(body, key, digest)
+            return reply(200, _steer(answer, sim, body))
 
         return handle
 
@@ -277,6 +362,11 @@ def build_app(options: SimulatorOptions) -> web.Application:
             content_type="application/json",
         )
 
+    async def calls(request: web.Request) -> web.Response:
+        content = request.query.get("content")
+        listed = [c for c in state.calls if content is None or c["content"] == content]
+        return web.Response(body=orjson.dumps(listed), content_type="application/json")
+
     async def health(_request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -287,6 +377,7 @@ def build_app(options: SimulatorOptions) -> web.Application:
     app.router.add_post("/v1/responses", handler("responses"))
     app.router.add_post("/v1/messages", handler("messages"))
     app.router.add_get("/_sim/stats", stats)
+    app.router.add_get("/_sim/calls", calls)
     app.router.add_get("/healthz", health)
     return app
 

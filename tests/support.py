@@ -37,12 +37,27 @@ from services.common.db.migrate import migrate
 
 PG_ENV = "BATCHGATE_TEST_DATABASE_URL"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
+EXECUTOR_PORTS = 4  # ports kept free for executors 0-3 of a test stack
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port_run(count: int) -> int:
+    """A port P such that P … P+count-1 are all free now (executor N listens on port+N)."""
+    while True:
+        first = free_port()
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
 
 
 def pg_base_url() -> str | None:
@@ -185,7 +200,7 @@ def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
         )
     }
     env = {f"BATCHGATE_{name}": str(port) for name, port in ports.items()}
-    env["BATCHGATE_EXECUTOR_PORT"] = str(free_port())
+    env["BATCHGATE_EXECUTOR_PORT"] = str(free_port_run(EXECUTOR_PORTS))
     env.update(
         {
             "BATCHGATE_DATA_DIR": str(tmp),

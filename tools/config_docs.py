@@ -1,17 +1,23 @@
-"""Render README.md's configuration and limits tables from `services.common.config.Settings`.
+"""Render README.md's configuration tables from `services.common.config`.
 
-`make gen` rewrites the blocks between the markers in README.md; tests fail when the README
-and the settings disagree, so every setting, default and env var is documented exactly once.
+`make gen` rewrites the blocks between the markers in README.md: the settings table (from
+`Settings`), the limits table (the settings users meet as limits), and the provider/retry keys
+table (from `ProviderConfig` and `RetryPolicy`, whose attribute docstrings are read from the
+source). Tests fail when the README and the code disagree, so every setting, default and env
+var is documented exactly once.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from services.common.config import Settings, env_fields
+from services.common.config import ProviderConfig, RetryPolicy, Settings, env_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -20,6 +26,8 @@ BEGIN = f"<!-- settings-table:begin {SOURCE} -->"
 END = "<!-- settings-table:end -->"
 LIMITS_BEGIN = f"<!-- limits-table:begin {SOURCE} -->"
 LIMITS_END = "<!-- limits-table:end -->"
+CATALOGUE_BEGIN = f"<!-- provider-table:begin {SOURCE} -->"
+CATALOGUE_END = "<!-- provider-table:end -->"
 # The settings users meet as limits, in the order the README's limits table lists them.
 LIMITS = (
     "max_file_bytes",
@@ -35,8 +43,10 @@ LIMITS = (
 )
 
 
-def _shown(default: object) -> str:
-    return f"`{default}`" if default != "" else "(empty)"
+def _shown(value: Any) -> str:
+    if value in ("", (), None):
+        return "(empty)"
+    return f"`{list(value) if isinstance(value, tuple) else value}`"
 
 
 def table() -> str:
@@ -65,35 +75,71 @@ def limits_table() -> str:
     return "\n".join(rows)
 
 
+def attribute_docs(cls: type) -> dict[str, str]:
+    """The docstring written under each field of a dataclass, from its source."""
+    body = ast.parse(inspect.getsource(cls)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for statement, following in zip(body.body, body.body[1:], strict=False):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+def _keys_table(cls: type, heading: str, instance: Any) -> list[str]:
+    docs = attribute_docs(cls)
+    rows = [f"| {heading} | Default | Meaning |", "|---|---|---|"]
+    for field in dataclasses.fields(cls):
+        shown = "required" if field.default is dataclasses.MISSING else _shown(getattr(instance, field.name))
+        rows.append(f"| `{field.name}` | {shown} | {docs.get(field.name, '')} |")
+    return rows
+
+
+def catalogue_table() -> str:
+    providers = _keys_table(ProviderConfig, "`providers:` key", ProviderConfig(name=""))
+    retry = _keys_table(RetryPolicy, "`retry:` key", RetryPolicy())
+    return "\n".join([*providers, "", *retry])
+
+
 def _generated(begin: str, end: str, render: Callable[[], str]) -> str:
     return f"{begin}\n{render()}\n{end}"
-
-
-def _found(begin: str, end: str, text: str) -> str | None:
-    match = re.search(re.escape(begin) + r".*?" + re.escape(end), text, flags=re.S)
-    return match.group(0) if match else None
 
 
 def block() -> str:
     return _generated(BEGIN, END, table)
 
 
-def readme_block(text: str) -> str | None:
-    return _found(BEGIN, END, text)
-
-
 def limits_block() -> str:
     return _generated(LIMITS_BEGIN, LIMITS_END, limits_table)
 
 
+def catalogue_block() -> str:
+    return _generated(CATALOGUE_BEGIN, CATALOGUE_END, catalogue_table)
+
+
+def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str | None:
+    match = re.search(re.escape(begin) + r".*?" + re.escape(end), text, flags=re.S)
+    return match.group(0) if match else None
+
+
 def readme_limits_block(text: str) -> str | None:
-    return _found(LIMITS_BEGIN, LIMITS_END, text)
+    return readme_block(text, LIMITS_BEGIN, LIMITS_END)
 
 
 def update_readme() -> None:
     text = README.read_text()
-    for begin, end, fresh in ((BEGIN, END, block()), (LIMITS_BEGIN, LIMITS_END, limits_block())):
-        current = _found(begin, end, text)
+    for begin, end, fresh in (
+        (BEGIN, END, block()),
+        (LIMITS_BEGIN, LIMITS_END, limits_block()),
+        (CATALOGUE_BEGIN, CATALOGUE_END, catalogue_block()),
+    ):
+        current = readme_block(text, begin, end)
         if current is None:
             raise SystemExit(f"README.md lacks the markers {begin!r} … {end!r}")
         text = text.replace(current, fresh)

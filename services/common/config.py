@@ -57,20 +57,33 @@ class ProviderConfig:
     """One upstream: an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) or Anthropic."""
 
     name: str
+    """What models name in their `provider`."""
     kind: str = "openai"
     """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
     base_url: str = ""
     """Up to and including the version segment, e.g. `https://api.openai.com/v1`."""
     api_keys: tuple[str, ...] = ()
-    """Key pool, used round-robin; `${ENV_VAR}` references are expanded."""
+    """Key pool, used round-robin, skipping a key while it rests after a 429; `${ENV_VAR}`
+    references are expanded (`api_key:` for a single key)."""
     max_concurrency: int = 64
-    """Requests in flight to this provider per executor process."""
+    """Requests in flight to this provider per executor process (the adaptive limit's ceiling)."""
+    min_concurrency: int = 1
+    """The adaptive limit's floor."""
+    adaptive_concurrency: bool = True
+    """Halve the concurrency on a burst of 429s; grow it back by one per round of successes."""
     requests_per_minute: int = 0
-    """0 means unlimited."""
+    """Budget per key for the whole deployment (each executor takes 1/`executors`); 0: none."""
     tokens_per_minute: int = 0
-    """0 means unlimited."""
+    """Token budget per key (prompt estimate + max tokens, corrected by usage); 0: none."""
+    rate_limit_cooldown_s: float = 5.0
+    """A key answered 429 without `Retry-After` rests this long (with one, as long as it says)."""
     timeout_s: float | None = None
     """Per-request time limit; defaults to the global `request_timeout_s`."""
+    anthropic_version: str = "2023-06-01"
+    """`anthropic-version` header sent to a provider of kind `anthropic`."""
+    default_max_tokens: int = 4096
+    """`max_tokens` sent to Anthropic when a request sets neither `max_tokens` nor
+    `max_completion_tokens` (Anthropic requires one)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,12 @@ class Settings:
         "Base URL clients use (printed by `up`). Empty: http://<host>:<port>.",
     )
     # --- processes started by `batchgate up` --------------------------------------------
-    executors: int = _setting(1, "BATCHGATE_EXECUTORS", "Executor processes `batchgate up` starts.")
+    executors: int = _setting(
+        1,
+        "BATCHGATE_EXECUTORS",
+        "Executor processes `batchgate up` starts. Providers' per-key rate budgets are split "
+        "evenly among this many executors: set it to the replica count when you run them yourself.",
+    )
     simulator_port: int = _setting(
         8099, "BATCHGATE_SIMULATOR_PORT", "Port of the built-in simulated upstream (`batchgate simulate`)."
     )
@@ -430,7 +448,41 @@ def load_settings(
     _check_limits(settings)
     _check_catalogue(settings)
     _check_values(settings)
-    return settings
+    return _anthropic_endpoints(settings)
+
+
+ANTHROPIC_ENDPOINTS = ("/v1/chat/completions",)
+
+
+def _check_provider(p: ProviderConfig) -> None:
+    if p.kind not in ("openai", "anthropic"):
+        raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
+    if not 1 <= p.min_concurrency <= p.max_concurrency:
+        raise ValueError(f"provider {p.name}: need 1 <= min_concurrency <= max_concurrency")
+    if p.requests_per_minute < 0 or p.tokens_per_minute < 0 or p.rate_limit_cooldown_s < 0:
+        raise ValueError(f"provider {p.name}: budgets and cool-down must not be negative")
+    if p.default_max_tokens < 1:
+        raise ValueError(f"provider {p.name}: default_max_tokens must be at least 1")
+
+
+def _anthropic_endpoints(settings: Settings) -> Settings:
+    """Models on an Anthropic provider serve chat completions only (translated to Messages)."""
+    kinds = {p.name: p.kind for p in settings.providers}
+    models = []
+    for m in settings.models:
+        if kinds.get(m.provider) == "anthropic":
+            if set(m.endpoints) - set(ANTHROPIC_ENDPOINTS):
+                raise ValueError(f"model {m.name}: an anthropic provider serves only {ANTHROPIC_ENDPOINTS}")
+            m = dataclasses.replace(m, endpoints=ANTHROPIC_ENDPOINTS)
+        models.append(m)
+    return dataclasses.replace(settings, models=tuple(models))
+
+
+def _check_retry(retry: RetryPolicy) -> None:
+    if retry.max_attempts < 1 or retry.backoff_coefficient < 1:
+        raise ValueError("retry: max_attempts and backoff_coefficient must be at least 1")
+    if retry.initial_interval_s < 0 or retry.max_interval_s < 0:
+        raise ValueError("retry: intervals must not be negative")
 
 
 def _check_values(settings: Settings) -> None:
@@ -452,10 +504,10 @@ def _check_limits(settings: Settings) -> None:
 
 
 def _check_catalogue(settings: Settings) -> None:
+    _check_retry(settings.retry)
     names = {p.name for p in settings.providers}
     for p in settings.providers:
-        if p.kind not in ("openai", "anthropic"):
-            raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
+        _check_provider(p)
     models = {m.name for m in settings.models}
     for m in settings.models:
         if m.provider not in names:

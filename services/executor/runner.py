@@ -2,32 +2,54 @@
 
 Transient failures (429, 408/409, 5xx, timeouts, connection errors) are retried with
 exponential backoff and jitter, honouring `Retry-After`; once a model's attempts are spent the
-item moves to the model's fallbacks in order. Other 4xx answers are final. The outcome says
-which model answered and how many upstream calls it took.
+item moves to the model's fallbacks in order. Other 4xx answers are final. A model whose
+provider cannot express the request (see `UnsupportedRequest`) is skipped for the next one.
+The outcome says which model answered and how many upstream calls it took.
+
+Each call first takes a slot of the provider's adaptive concurrency limit, then a key from its
+pool (round-robin, skipping keys that rest after a 429 or are out of budget), and runs under
+the provider's time limit. A 429 rests the key for its `Retry-After` (or the provider's
+cool-down) and counts towards lowering the concurrency; with one key that is exactly honouring
+`Retry-After`, with several the retry moves on to a key that is not resting. Any other
+`Retry-After` (503, …) is the item's own wait before its retry.
+
+HTTP goes through one aiohttp session per provider (a keep-alive pool sized to its
+concurrency): aiohttp stays fast with hundreds of requests in flight, where httpx's own pool
+and its aiohttp transport cost 2–3× more per request (`reference/http-client.md`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import itertools
 import logging
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-import httpx
-from httpx_aiohttp import AiohttpTransport
+import aiohttp
+import orjson
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings
-from services.executor.upstream import OpenAICompatible, UpstreamAnswer
-from services.executor.usage import usage_of
+from services.executor.anthropic import AnthropicMessages
+from services.executor.limits import AdaptiveConcurrency, KeyPool
+from services.executor.upstream import (
+    Adapter,
+    OpenAICompatible,
+    UnsupportedRequest,
+    UpstreamAnswer,
+    UpstreamRequest,
+    unsupported_answer,
+)
+from services.executor.usage import estimate_tokens, usage_of
 
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+KEEPALIVE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -38,17 +60,31 @@ class TransportFailure:
     message: str
 
 
+Result = UpstreamAnswer | TransportFailure
+
+
 @dataclass
 class _Provider:
     config: ProviderConfig
-    adapter: OpenAICompatible
-    client: httpx.AsyncClient
-    slots: asyncio.Semaphore
-    keys: itertools.cycle[str]
+    adapter: Adapter
+    concurrency: AdaptiveConcurrency
+    keys: KeyPool
     timeout_s: float
+    session: aiohttp.ClientSession | None = field(default=None)
+
+    def http(self) -> aiohttp.ClientSession:
+        """The provider's session, made on first use (it needs the running event loop)."""
+        if self.session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.config.max_concurrency, keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=300
+            )
+            self.session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=None), auto_decompress=True
+            )
+        return self.session
 
 
-def retry_after_s(headers: httpx.Headers) -> float | None:
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
@@ -73,146 +109,177 @@ def backoff_s(policy: RetryPolicy, retry: int, retry_after: float | None) -> flo
     return delay * (0.5 + random.random() / 2)
 
 
+def _adapter(config: ProviderConfig) -> Adapter:
+    return AnthropicMessages(config) if config.kind == "anthropic" else OpenAICompatible(config)
+
+
+def _new_request_id() -> str:
+    return f"req_{uuid.uuid4().hex}"
+
+
 class ItemRunner:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._providers: dict[str, _Provider] = {}
+        share = max(settings.executors, 1)  # budgets are per deployment; this executor's part
         for config in settings.providers:
-            transport = AiohttpTransport(
-                limits=httpx.Limits(max_connections=config.max_concurrency, keepalive_expiry=30.0)
-            )
             self._providers[config.name] = _Provider(
                 config=config,
-                adapter=OpenAICompatible(config),
-                client=httpx.AsyncClient(transport=transport, timeout=None),
-                slots=asyncio.Semaphore(config.max_concurrency),
-                keys=itertools.cycle(config.api_keys or ("",)),
+                adapter=_adapter(config),
+                concurrency=AdaptiveConcurrency(
+                    config.max_concurrency, config.min_concurrency, config.adaptive_concurrency
+                ),
+                keys=KeyPool.build(
+                    config.api_keys, config.requests_per_minute / share, config.tokens_per_minute / share
+                ),
                 timeout_s=config.timeout_s or settings.request_timeout_s,
             )
+        self._chains: dict[str, list[ModelConfig]] = {}
 
     async def close(self) -> None:
         for provider in self._providers.values():
-            await provider.client.aclose()
+            if provider.session is not None:
+                await provider.session.close()
 
     def _chain(self, model: str) -> list[ModelConfig]:
-        first = self._settings.model(model)
-        if first is None:
-            return []
-        chain = [first]
-        for name in first.fallbacks:
-            fallback = self._settings.model(name)
-            if fallback is not None and fallback not in chain:
-                chain.append(fallback)
+        """The model and its fallbacks, in order (memoized: looked up for every item)."""
+        chain = self._chains.get(model)
+        if chain is None:
+            first = self._settings.model(model)
+            chain = [] if first is None else [first]
+            for name in first.fallbacks if first else ():
+                fallback = self._settings.model(name)
+                if fallback is not None and fallback not in chain:
+                    chain.append(fallback)
+            self._chains[model] = chain
         return chain
+
+    def _estimate(self, item: scheduler_pb2.LeasedItem, chain: list[ModelConfig]) -> int:
+        """The item's token estimate, when a provider on its chain has a token budget."""
+        if all(self._providers[m.provider].config.tokens_per_minute <= 0 for m in chain):
+            return 0
+        try:
+            return estimate_tokens(orjson.loads(item.body))
+        except orjson.JSONDecodeError:
+            return 0
 
     async def run(self, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
         chain = self._chain(item.model)
         if not chain:
-            return self._failure(
-                item,
-                TransportFailure("model_not_found", f"The model {item.model!r} is not configured."),
-                "",
-                "",
-                0,
-            )
+            failure = TransportFailure("model_not_found", f"The model {item.model!r} is not configured.")
+            return _failure(item, failure, "", "", 0)
         policy = self._settings.retry
+        estimate = self._estimate(item, chain)
         calls = 0
-        last: UpstreamAnswer | TransportFailure | None = None
+        last: tuple[Result, ModelConfig] | None = None
         for model in chain:
             provider = self._providers[model.provider]
+            try:
+                request = provider.adapter.build(
+                    item.endpoint, item.body, model.upstream_model or model.name, item.model
+                )
+            except UnsupportedRequest as exc:
+                if last is None:  # an upstream's own answer says more than "cannot express it"
+                    last = unsupported_answer(exc, _new_request_id()), model
+                continue
             for retry in range(policy.max_attempts):
-                result, retry_after, latency_ms = await self._call(provider, model, item)
+                result, retry_after, latency_ms = await self._call(provider, request, item.endpoint, estimate)
                 calls += 1
                 if isinstance(result, UpstreamAnswer) and 200 <= result.status_code < 300:
-                    return self._success(item, result, model.name, provider.config.name, calls, latency_ms)
-                last = result
+                    return _success(item, result, model.name, provider.config.name, calls, latency_ms)
+                last = result, model
                 if isinstance(result, UpstreamAnswer) and result.status_code not in RETRYABLE_STATUS:
-                    return self._failure(item, result, model.name, provider.config.name, calls)
+                    return _failure(item, result, model.name, provider.config.name, calls)
                 if retry + 1 < policy.max_attempts:
-                    await asyncio.sleep(min(backoff_s(policy, retry, retry_after), provider.timeout_s))
+                    own_wait = None if _status(result) == 429 else retry_after  # 429: the key rests
+                    await asyncio.sleep(min(backoff_s(policy, retry, own_wait), provider.timeout_s))
         assert last is not None
-        return self._failure(
-            item, last, chain[-1].name, self._providers[chain[-1].provider].config.name, calls
-        )
+        result, model = last
+        return _failure(item, result, model.name, model.provider, calls)
 
     async def _call(
-        self,
-        provider: _Provider,
-        model: ModelConfig,
-        item: scheduler_pb2.LeasedItem,
-    ) -> tuple[UpstreamAnswer | TransportFailure, float | None, int]:
-        request = provider.adapter.build(
-            item.endpoint, item.body, model.upstream_model or model.name, item.model, next(provider.keys)
-        )
-        async with provider.slots:
+        self, provider: _Provider, request: UpstreamRequest, endpoint: str, estimate: int
+    ) -> tuple[Result, float | None, int]:
+        """One upstream call: (what came back, its Retry-After, latency in ms)."""
+        await provider.concurrency.acquire()
+        rate_limited = False
+        try:
+            key = await provider.keys.take(estimate)
+            headers = {**request.headers, **provider.adapter.auth(key.secret)}
             started = time.monotonic()
             try:
-                async with asyncio.timeout(provider.timeout_s):
-                    response = await provider.client.post(
-                        request.url, content=request.content, headers=request.headers
-                    )
-                    raw = await response.aread()
+                async with (
+                    asyncio.timeout(provider.timeout_s),
+                    provider.http().post(request.url, data=request.content, headers=headers) as response,
+                ):
+                    raw = await response.read()
             except TimeoutError:
-                return (
-                    TransportFailure(
-                        "request_timeout", f"The upstream did not answer within {provider.timeout_s:g} s."
-                    ),
-                    None,
-                    int((time.monotonic() - started) * 1000),
-                )
-            except httpx.HTTPError as exc:
-                return (
-                    TransportFailure("connection_error", f"Could not reach the upstream: {exc!r}"[:500]),
-                    None,
-                    int((time.monotonic() - started) * 1000),
-                )
-            latency_ms = int((time.monotonic() - started) * 1000)
-        request_id = response.headers.get("x-request-id") or f"req_{uuid.uuid4().hex}"
-        answer = provider.adapter.answer(item.endpoint, response.status_code, raw, request_id)
-        return answer, retry_after_s(response.headers), latency_ms
+                message = f"The upstream did not answer within {provider.timeout_s:g} s."
+                return TransportFailure("request_timeout", message), None, _ms_since(started)
+            except aiohttp.ClientError as exc:
+                message = f"Could not reach the upstream: {exc!r}"[:500]
+                return TransportFailure("connection_error", message), None, _ms_since(started)
+            latency_ms = _ms_since(started)
+            request_id = provider.adapter.request_id(response.headers) or _new_request_id()
+            answer = provider.adapter.answer(endpoint, response.status, raw, request_id)
+            retry_after = retry_after_s(response.headers)
+            if response.status == 429:
+                rate_limited = True
+                rest = retry_after if retry_after is not None else provider.config.rate_limit_cooldown_s
+                provider.keys.cool_down(key, rest)
+            elif estimate and 200 <= answer.status_code < 300:
+                usage = usage_of(answer.parsed)
+                key.correct(estimate, usage.prompt_tokens + usage.completion_tokens)
+            return answer, retry_after, latency_ms
+        finally:
+            provider.concurrency.release(rate_limited)
 
-    def _success(
-        self,
-        item: scheduler_pb2.LeasedItem,
-        answer: UpstreamAnswer,
-        model: str,
-        provider: str,
-        calls: int,
-        latency_ms: int,
-    ) -> recorder_pb2.Outcome:
-        return recorder_pb2.Outcome(
-            ref=item.ref,
-            state=recorder_pb2.OUTCOME_STATE_SUCCEEDED,
-            status_code=answer.status_code,
-            response_body=answer.body,
-            request_id=answer.request_id,
-            model=model,
-            provider=provider,
-            usage=usage_of(answer.parsed),
-            attempts=calls,
-            latency_ms=latency_ms,
-        )
 
-    def _failure(
-        self,
-        item: scheduler_pb2.LeasedItem,
-        result: UpstreamAnswer | TransportFailure,
-        model: str,
-        provider: str,
-        calls: int,
-    ) -> recorder_pb2.Outcome:
-        outcome = recorder_pb2.Outcome(
-            ref=item.ref,
-            state=recorder_pb2.OUTCOME_STATE_FAILED,
-            model=model,
-            provider=provider,
-            attempts=calls,
-        )
-        if isinstance(result, UpstreamAnswer):
-            outcome.status_code = result.status_code
-            outcome.response_body = result.body
-            outcome.request_id = result.request_id
-        else:
-            outcome.error_code = result.code
-            outcome.error_message = result.message
-        return outcome
+def _status(result: Result) -> int:
+    return result.status_code if isinstance(result, UpstreamAnswer) else 0
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _success(
+    item: scheduler_pb2.LeasedItem,
+    answer: UpstreamAnswer,
+    model: str,
+    provider: str,
+    calls: int,
+    latency_ms: int,
+) -> recorder_pb2.Outcome:
+    return recorder_pb2.Outcome(
+        ref=item.ref,
+        state=recorder_pb2.OUTCOME_STATE_SUCCEEDED,
+        status_code=answer.status_code,
+        response_body=answer.body,
+        request_id=answer.request_id,
+        model=model,
+        provider=provider,
+        usage=usage_of(answer.parsed),
+        attempts=calls,
+        latency_ms=latency_ms,
+    )
+
+
+def _failure(
+    item: scheduler_pb2.LeasedItem, result: Result, model: str, provider: str, calls: int
+) -> recorder_pb2.Outcome:
+    outcome = recorder_pb2.Outcome(
+        ref=item.ref,
+        state=recorder_pb2.OUTCOME_STATE_FAILED,
+        model=model,
+        provider=provider,
+        attempts=calls,
+    )
+    if isinstance(result, UpstreamAnswer):
+        outcome.status_code = result.status_code
+        outcome.response_body = result.body
+        outcome.request_id = result.request_id
+    else:
+        outcome.error_code = result.code
+        outcome.error_message = result.message
+    return outcome

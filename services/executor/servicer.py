@@ -20,4 +20,6 @@ class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):
             in_flight=self._executor.in_flight,
             capacity=self._executor.capacity,
             finished=self._executor.stats.finished,
+            refused=self._executor.stats.refused,
+            lost=self._executor.stats.lost,
         )

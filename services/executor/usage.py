@@ -33,3 +33,28 @@ def usage_of(body: Any) -> recorder_pb2.TokenUsage:
         if isinstance(completion_details, dict)
         else 0,
     )
+
+
+SKIPPED_FOR_ESTIMATE = frozenset({"image_url", "file", "file_data", "input_audio", "data", "url"})
+CHARS_PER_TOKEN = 4
+
+
+def _text_chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list):
+        return sum(_text_chars(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_text_chars(v) for k, v in value.items() if k not in SKIPPED_FOR_ESTIMATE)
+    return 0
+
+
+def estimate_tokens(body: Any) -> int:
+    """What a call will cost against a tokens/min budget, before it is made: the request's text
+    at ~4 characters a token (images and files left out) plus the most it may generate. The
+    answer's usage corrects it afterwards."""
+    if not isinstance(body, dict):
+        return 0
+    text = sum(_text_chars(body.get(k)) for k in ("messages", "input", "prompt", "instructions", "tools"))
+    most = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
+    return text // CHARS_PER_TOKEN + 1 + (most if isinstance(most, int) and most > 0 else 0)

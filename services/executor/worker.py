@@ -2,11 +2,17 @@
 
 - Leasing long-polls the scheduler for as many items as there are free slots.
 - Every leased item occupies a slot until results has acknowledged its outcome, so leases
-  are renewed (every third of the lease time) for as long as the item is ours.
+  are renewed (every third of the lease time the scheduler announces) for as long as the item
+  is ours, however long results is unreachable: an outcome is never dropped while its lease
+  holds, and is delivered once results answers again.
 - Outcomes are sent in groups (at most `result_batch_max`, at least every `result_flush_ms`);
   a failed send is retried, and a repeat is harmless (results deduplicates by fencing token).
-- A lease reported lost (it lapsed and someone else took the item) cancels the local run.
-- On shutdown, leasing stops, running items get a grace period, the rest are handed back.
+- A lease reported lost (it lapsed and someone else took the item, or the batch ended) cancels
+  the local run and drops its outcome.
+- A scheduler or results that is down or restarting is retried with a short, capped backoff
+  (a failed renewal is retried at once, not a third of a lease later); nothing here exits.
+- On shutdown, leasing stops, running items get a grace period, finished outcomes are sent
+  (retried within the grace period), the rest are handed back.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -31,8 +38,10 @@ from services.executor.runner import ItemRunner
 
 log = logging.getLogger(__name__)
 
-RPC_RETRY_S = 0.5
-SHUTDOWN_GRACE_S = 10.0
+RPC_RETRY_S = 0.25
+RPC_RETRY_MAX_S = 2.0
+SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
+FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
 
 Key = tuple[str, int]
 
@@ -47,6 +56,30 @@ class _Slot:
 class Stats:
     finished: int = 0
     refused: int = 0
+    lost: int = 0
+
+
+@dataclass
+class _Retry:
+    """Capped exponential waits between tries of one RPC, logging the first failure of a run."""
+
+    what: str
+    failures: int = 0
+
+    @property
+    def wait_s(self) -> float:
+        return min(RPC_RETRY_S * 2 ** max(self.failures - 1, 0), RPC_RETRY_MAX_S)
+
+    def failed(self, exc: grpc.aio.AioRpcError) -> float:
+        self.failures += 1
+        if self.failures == 1:
+            log.warning("%s failed (%s); retrying", self.what, exc.code())
+        return self.wait_s
+
+    def succeeded(self) -> None:
+        if self.failures:
+            log.info("%s works again after %d failed tries", self.what, self.failures)
+        self.failures = 0
 
 
 @dataclass
@@ -62,9 +95,12 @@ class Executor:
         self._slots: dict[Key, _Slot] = {}
         self._outbox: list[recorder_pb2.Outcome] = []
         self._outbox_ready = asyncio.Event()
+        self._flushing = asyncio.Lock()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._stopped = asyncio.Event()
+        self._lease_ttl_s = self.settings.lease_ttl_s  # until the scheduler says otherwise
+        self._flush_retry = _Retry("RecordResults")
 
     @property
     def capacity(self) -> int:
@@ -94,6 +130,7 @@ class Executor:
         await self._stopped.wait()
 
     async def _lease_loop(self) -> None:
+        retry = _Retry("LeaseItems")
         while not self._stopping.is_set():
             free = self.capacity - len(self._slots)
             if free <= 0:
@@ -119,9 +156,11 @@ class Executor:
             try:
                 answer = call.result()
             except grpc.aio.AioRpcError as exc:
-                log.warning("LeaseItems failed (%s); retrying", exc.code())
-                await _sleep_unless(self._stopping, RPC_RETRY_S)
+                await _sleep_unless(self._stopping, retry.failed(exc))
                 continue
+            retry.succeeded()
+            if answer.lease_ttl_ms:
+                self._lease_ttl_s = answer.lease_ttl_ms / 1000
             for item in answer.items:
                 slot = _Slot(ref=item.ref)
                 self._slots[(item.ref.batch_id, item.ref.index)] = slot
@@ -146,35 +185,59 @@ class Executor:
             self._outbox_ready.set()
 
     async def _flush_loop(self) -> None:
+        """One group per round: a full group at once, otherwise what gathered in a flush
+        interval (outcomes that finish while a group is being sent wait for the next round,
+        rather than going out as a group of one or two)."""
         while True:
-            await _sleep_unless(self._outbox_ready, self.settings.result_flush_ms / 1000)
+            if len(self._outbox) < self.settings.result_batch_max:
+                await _sleep_unless(self._outbox_ready, self.settings.result_flush_ms / 1000)
             self._outbox_ready.clear()
-            await self.flush()
+            if self._outbox and not await self._send_group():
+                await asyncio.sleep(self._flush_retry.wait_s)
 
-    async def flush(self) -> None:
-        """Send every waiting outcome; on failure keep them for the next round."""
+    async def flush(self) -> bool:
+        """Send every waiting outcome; returns whether the outbox is empty (on failure the rest
+        stays for later)."""
         while self._outbox:
+            if not await self._send_group():
+                return False
+        return True
+
+    async def _send_group(self) -> bool:
+        """Send the oldest group of outcomes. One send at a time: a group leaves the outbox
+        (and frees its slots) only once results acknowledged it."""
+        async with self._flushing:
             group = self._outbox[: self.settings.result_batch_max]
+            if not group:
+                return True
             try:
                 answer = await self.recorder.RecordResults(
                     recorder_pb2.RecordResultsRequest(executor_id=self.executor_id, outcomes=group),
                     timeout=30,
                 )
             except grpc.aio.AioRpcError as exc:
-                log.warning("RecordResults failed (%s); retrying", exc.code())
-                await asyncio.sleep(RPC_RETRY_S)
-                return
-            del self._outbox[: len(group)]
+                self._flush_retry.failed(exc)
+                return False
+            self._flush_retry.succeeded()
+            sent = {id(o) for o in group}  # the outbox may have changed during the call
+            self._outbox = [o for o in self._outbox if id(o) not in sent]
             self.stats.finished += answer.accepted + answer.duplicates
             self.stats.refused += len(answer.refused)
             for outcome in group:
-                self._slots.pop((outcome.ref.batch_id, outcome.ref.index), None)
+                key = (outcome.ref.batch_id, outcome.ref.index)
+                slot = self._slots.get(key)
+                if slot is not None and slot.ref.attempt == outcome.ref.attempt:
+                    del self._slots[key]
             self._slot_freed.set()
+            return True
 
     async def _renew_loop(self) -> None:
-        interval = self.settings.lease_ttl_s / 3
+        retry = _Retry("RenewLeases")
+        wait = self._lease_ttl_s / 3
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(wait)
+            interval = self._lease_ttl_s / 3
+            wait = interval
             refs = [slot.ref for slot in self._slots.values()]
             if not refs:
                 continue
@@ -184,22 +247,26 @@ class Executor:
                     timeout=interval,
                 )
             except grpc.aio.AioRpcError as exc:
-                log.warning("RenewLeases failed (%s)", exc.code())
+                wait = retry.failed(exc)  # the leases run out: try again soon, not in a third
                 continue
+            retry.succeeded()
             for ref in answer.lost:
-                self._abandon((ref.batch_id, ref.index), "lease lost")
+                self._abandon((ref.batch_id, ref.index), ref.attempt)
 
-    def _abandon(self, key: Key, why: str) -> None:
-        slot = self._slots.pop(key, None)
-        if slot is None:
+    def _abandon(self, key: Key, attempt: int) -> None:
+        slot = self._slots.get(key)
+        if slot is None or slot.ref.attempt != attempt:
             return
-        log.warning("dropping %s/%d: %s", key[0], key[1], why)
+        del self._slots[key]
+        self.stats.lost += 1
+        log.warning("dropping %s/%d (attempt %d): its lease is lost", key[0], key[1], attempt)
         if slot.task is not None and not slot.task.done():
             slot.task.cancel()
         self._outbox = [o for o in self._outbox if (o.ref.batch_id, o.ref.index) != key]
         self._slot_freed.set()
 
     async def _drain(self) -> None:
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S + RPC_RETRY_MAX_S
         running = [s.task for s in self._slots.values() if s.task is not None and not s.task.done()]
         if running:
             log.info("waiting up to %.0fs for %d running items", SHUTDOWN_GRACE_S, len(running))
@@ -207,7 +274,10 @@ class Executor:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        await self.flush()
+        for _ in range(FLUSH_TRIES):
+            if await self.flush() or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(self._flush_retry.wait_s)
         finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox}
         unfinished = [
             s.ref

@@ -56,7 +56,7 @@ MAX_OUTPUT_EXPIRY_S = 30 * 86400
 METADATA_MAX_PAIRS = 16
 METADATA_MAX_KEY = 64
 METADATA_MAX_VALUE = 512
-WINDOW_SECONDS = {"h": 3600, "d": 86400}
+WINDOW_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass
@@ -85,9 +85,12 @@ class CreateResult:
 
 
 def window_seconds(window: str) -> int:
-    """'24h' → 86400."""
+    """'24h' → 86400; units s, m, h, d (short windows are for tests and demos)."""
     try:
-        return int(window[:-1]) * WINDOW_SECONDS[window[-1]]
+        seconds = int(window[:-1]) * WINDOW_SECONDS[window[-1]]
+        if seconds <= 0:
+            raise ValueError(window)
+        return seconds
     except (KeyError, ValueError, IndexError):
         raise errors.invalid(
             f"Unsupported completion_window {window!r}.", "invalid_completion_window", "completion_window"

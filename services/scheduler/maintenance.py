@@ -1,16 +1,27 @@
-"""The scheduler's periodic work, run by one replica at a time (the leader):
-rescue lapsed leases, close the queued items of cancelling and expired batches, and ask
-results to finalize batches that have nothing open any more."""
+"""The scheduler's periodic work, run by one replica at a time (the leader): rescue lapsed
+leases, close the open items of cancelling and expired batches, and ask results to finalize
+batches that have nothing open any more.
+
+Every step is safe to run twice at once (conditional updates that re-check the row), so the
+leader lock is about not doing the work N times, not about correctness: a leader that lost
+its lock without noticing yet does no harm.
+
+A new leader (a restarted scheduler, or a replica taking over) waits half a lease time before
+its first rescue: leases may have lapsed while nobody could renew them (the scheduler was
+down), and their executors, still working, renew them within a third of the lease time once
+they can reach a scheduler again. Rescuing first would re-run items that are running or done.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from services.common.db import Database
 from services.common.db.dialect import LeaderLock
-from services.scheduler.queue import Queue
+from services.scheduler.queue import Closing, Queue
 
 log = logging.getLogger(__name__)
 
@@ -31,28 +42,43 @@ class Maintenance:
         self._wake = wake
         self._finalize = finalize
         self._leader = LeaderLock(db, LEADER_LOCK_KEY)
+        self._leading_since: float | None = None
+        self.rescue_grace_s = queue.lease_ttl_s / 2
 
-    async def close_batch(self, batch_id: str, end: str) -> None:
-        """Close what is queued in a cancelling/expired batch; finalize it if nothing is open."""
-        closed, settled = await self._queue.close_queued(batch_id, end)
+    async def close_batch(self, closing: Closing) -> None:
+        """Close what is open in a cancelling/expired batch; finalize it if nothing is left."""
+        closed, settled = await self._queue.close_open(closing)
         if closed:
-            log.info("batch %s: %d queued items %s", batch_id, closed, end)
+            log.info("batch %s: %d open items %s", closing.batch_id, closed, closing.end)
         if settled:
-            await self._finalize(batch_id)
+            await self._finalize(closing.batch_id)
 
     async def tick(self) -> None:
-        rescued = await self._queue.rescue_expired()
-        if rescued:
-            log.warning("re-queued %d items whose lease lapsed", rescued)
-            self._wake()
-        for batch_id, end in await self._queue.closing_batches():
-            await self.close_batch(batch_id, end)
+        assert self._leading_since is not None
+        if time.monotonic() - self._leading_since >= self.rescue_grace_s:
+            rescued = await self._queue.rescue_expired()
+            if rescued:
+                log.warning("re-queued %d items whose lease lapsed", rescued)
+                self._wake()
+        for closing in await self._queue.closing_batches():
+            await self.close_batch(closing)
+
+    async def _lead(self) -> bool:
+        if not await self._leader.held():
+            if self._leading_since is not None:
+                log.warning("no longer the maintenance leader")
+            self._leading_since = None
+            return False
+        if self._leading_since is None:
+            log.info("maintenance leader; first rescue in %.1fs", self.rescue_grace_s)
+            self._leading_since = time.monotonic()
+        return True
 
     async def run(self) -> None:
         try:
             while True:
                 try:
-                    if await self._leader.held():
+                    if await self._lead():
                         await self.tick()
                 except Exception:
                     log.exception("scheduler maintenance failed")

@@ -1,8 +1,17 @@
-"""The queue's statements: lease, renew, release, rescue, and closing queued items.
+"""The queue's statements: lease, renew, release, rescue, and closing the open items of
+cancelled and expired batches.
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
-per batch that gets a share, walking the partial index on queued items. Every lease bumps
-`attempt`, the fencing token a result must carry to be accepted.
+per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
+sub-select is written so that it runs exactly once: `dialect.in_skip_locked`). Concurrent
+leasers on several replicas skip each other's rows instead of waiting, and a row updated
+meanwhile is re-checked (`state='queued'`) before it is taken. Every lease bumps `attempt`,
+the fencing token a result must carry to be accepted. The same statement re-checks that the
+batch still runs, so a batch cancelled or expired after the candidates were read hands out
+nothing more.
+
+Lock order on PostgreSQL, wherever one transaction touches both: the batch row, then its
+items (results' recorder does the same), so closing and recording cannot deadlock.
 """
 
 from __future__ import annotations
@@ -13,12 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, select, update
+from sqlalchemy import bindparam, exists, select, update
 
 from services.common.db import Database
-from services.common.db.dialect import among_skip_locked
+from services.common.db.dialect import in_skip_locked, lock_rows, notify
 from services.common.db.schema import batches, items
 from services.scheduler.fairness import Candidate, allocate, top_group
+from services.scheduler.work_signal import WORK_CHANNEL
 
 CANDIDATE_BATCHES = 200
 LEASE_ROUNDS = 3
@@ -51,10 +61,39 @@ class Ref:
 
 
 @dataclass(frozen=True)
+class Closing:
+    """A batch whose open items must be closed: `end` is how they end (cancelled|expired);
+    `hard` also closes the leased ones (its window passed: late results are refused)."""
+
+    batch_id: str
+    end: str
+    hard: bool
+
+
+# One lease, matched on its fencing token (executemany: one row per parameter set).
+_UPDATE_LEASE = update(items).where(
+    items.c.batch_id == bindparam("b"),
+    items.c.idx == bindparam("i"),
+    items.c.attempt == bindparam("a"),
+    items.c.state == "leased",
+)
+
+
+def _params(refs: Sequence[Ref]) -> list[dict[str, Any]]:
+    return [{"b": r.batch_id, "i": r.index, "a": r.attempt} for r in refs]
+
+
+@dataclass(frozen=True)
 class _Runnable:
     candidate: Candidate
     endpoint: str
     model: str
+
+
+def _still_running(batch_id: str, now: float) -> Any:
+    return exists().where(
+        batches.c.id == batch_id, batches.c.status == "in_progress", batches.c.expires_at > now
+    )
 
 
 class Queue:
@@ -62,6 +101,10 @@ class Queue:
         self._db = db
         self._ttl = lease_ttl_s
         self._rotation = 0
+
+    @property
+    def lease_ttl_s(self) -> float:
+        return self._ttl
 
     async def _runnable(self, now: float) -> list[_Runnable]:
         has_queued = exists().where(items.c.batch_id == batches.c.id, items.c.state == "queued")
@@ -107,35 +150,9 @@ class Queue:
                     break
                 for candidate, share in allocate(group, remaining, self._rotation):
                     info = runnable[candidate.batch_id]
-                    picked = (
-                        select(items.c.idx)
-                        .where(items.c.batch_id == candidate.batch_id, items.c.state == "queued")
-                        .order_by(items.c.idx)
-                        .limit(share)
+                    rows = await self._lease_from(
+                        conn, candidate.batch_id, share, executor_id, now, expires_at
                     )
-                    rows = (
-                        await conn.execute(
-                            update(items)
-                            .where(
-                                items.c.batch_id == candidate.batch_id,
-                                items.c.state == "queued",
-                                among_skip_locked(self._db, items.c.idx, picked),
-                            )
-                            .values(
-                                state="leased",
-                                attempt=items.c.attempt + 1,
-                                leased_by=executor_id,
-                                lease_expires_at=expires_at,
-                            )
-                            .returning(
-                                items.c.idx,
-                                items.c.attempt,
-                                items.c.custom_id,
-                                items.c.body,
-                                items.c.traceparent,
-                            )
-                        )
-                    ).all()
                     leased += [
                         Lease(
                             candidate.batch_id,
@@ -156,83 +173,143 @@ class Queue:
                         del runnable[candidate.batch_id]
         return leased
 
-    async def renew(self, refs: Sequence[Ref]) -> tuple[list[Ref], float]:
-        """Extend current leases; returns the refs that are no longer current, and the new expiry."""
-        if not refs:
-            return [], time.time() + self._ttl
-        expires_at = time.time() + self._ttl
-        stmt = (
+    async def _lease_from(
+        self, conn: Any, batch_id: str, count: int, executor_id: str, now: float, expires_at: float
+    ) -> list[Any]:
+        picked = (
+            select(items.c.idx)
+            .where(items.c.batch_id == batch_id, items.c.state == "queued")
+            .order_by(items.c.idx)
+            .limit(count)
+        )
+        result = await conn.execute(
             update(items)
             .where(
-                items.c.batch_id == bindparam("b"),
-                items.c.idx == bindparam("i"),
-                items.c.attempt == bindparam("a"),
-                items.c.state == "leased",
+                items.c.batch_id == batch_id,
+                items.c.state == "queued",
+                in_skip_locked(self._db, items.c.idx, picked),
+                _still_running(batch_id, now),
             )
-            .values(lease_expires_at=expires_at)
+            .values(
+                state="leased",
+                attempt=items.c.attempt + 1,
+                leased_by=executor_id,
+                lease_expires_at=expires_at,
+            )
+            .returning(items.c.idx, items.c.attempt, items.c.custom_id, items.c.body, items.c.traceparent)
         )
+        return list(result.all())
+
+    async def renew(self, refs: Sequence[Ref]) -> tuple[list[Ref], float]:
+        """Extend current leases; returns the refs that are no longer current, and the new expiry.
+
+        A lease that lapsed but was not rescued yet is still current: nobody else has the item.
+        """
+        expires_at = time.time() + self._ttl
         async with self._db.write() as conn:
-            result = await conn.execute(stmt, [{"b": r.batch_id, "i": r.index, "a": r.attempt} for r in refs])
-            if result.rowcount == len(refs):
-                return [], expires_at
-            current = await _current_leases(conn, refs)
-        return [r for r in refs if (r.batch_id, r.index, r.attempt) not in current], expires_at
+            current = await self._current(conn, refs)
+            if current:
+                await conn.execute(_UPDATE_LEASE.values(lease_expires_at=expires_at), _params(current))
+        return [r for r in refs if r not in current], expires_at
 
     async def release(self, refs: Sequence[Ref]) -> int:
         """Queue leased items again at once (their holder is shutting down)."""
-        if not refs:
-            return 0
-        stmt = (
-            update(items)
-            .where(
-                items.c.batch_id == bindparam("b"),
-                items.c.idx == bindparam("i"),
-                items.c.attempt == bindparam("a"),
-                items.c.state == "leased",
-            )
-            .values(state="queued", leased_by=None, lease_expires_at=None)
-        )
         async with self._db.write() as conn:
-            result = await conn.execute(stmt, [{"b": r.batch_id, "i": r.index, "a": r.attempt} for r in refs])
-        return int(result.rowcount)
+            current = await self._current(conn, refs)
+            if current:
+                await conn.execute(
+                    _UPDATE_LEASE.values(state="queued", leased_by=None, lease_expires_at=None),
+                    _params(current),
+                )
+                await notify(self._db, conn, WORK_CHANNEL)
+        return len(current)
+
+    async def _current(self, conn: Any, refs: Sequence[Ref]) -> list[Ref]:
+        """Those of `refs` that are the items' current leases, locked (PostgreSQL) in key order.
+
+        (asyncpg reports no row counts for executemany, so what a batched UPDATE will touch is
+        read first, one SELECT per batch.)
+        """
+        by_batch: dict[str, list[int]] = defaultdict(list)
+        for r in refs:
+            by_batch[r.batch_id].append(r.index)
+        current: set[Ref] = set()
+        for batch_id in sorted(by_batch):
+            rows = await conn.execute(
+                lock_rows(
+                    self._db,
+                    select(items.c.idx, items.c.attempt)
+                    .where(
+                        items.c.batch_id == batch_id,
+                        items.c.idx.in_(by_batch[batch_id]),
+                        items.c.state == "leased",
+                    )
+                    .order_by(items.c.idx),
+                )
+            )
+            current.update(Ref(batch_id, r.idx, r.attempt) for r in rows)
+        return [r for r in refs if r in current]
 
     async def rescue_expired(self) -> int:
-        """Queue again every item whose lease lapsed (its executor died or stalled)."""
+        """Queue again every item whose lease lapsed (its executor died or stalled). The next
+        lease bumps the attempt, so the old holder's late result is refused."""
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(items)
                 .where(items.c.state == "leased", items.c.lease_expires_at < time.time())
                 .values(state="queued", leased_by=None, lease_expires_at=None)
             )
+            if result.rowcount:
+                await notify(self._db, conn, WORK_CHANNEL)
         return int(result.rowcount)
 
-    async def closing_batches(self) -> list[tuple[str, str]]:
-        """(batch_id, end) for batches whose queued items must be closed: cancelling ones and
-        running ones past their window."""
+    async def closing_batches(self) -> list[Closing]:
+        """Batches with open items to close: cancelling ones, and running ones past their window."""
         now = time.time()
         async with self._db.read() as conn:
             rows = (
                 await conn.execute(
-                    select(batches.c.id, batches.c.status).where(
+                    select(batches.c.id, batches.c.status, batches.c.expires_at).where(
                         (batches.c.status == "cancelling")
                         | ((batches.c.status == "in_progress") & (batches.c.expires_at <= now))
                     )
                 )
             ).all()
-        return [(r.id, "cancelled" if r.status == "cancelling" else "expired") for r in rows]
+        return [
+            Closing(r.id, "cancelled" if r.status == "cancelling" else "expired", r.expires_at <= now)
+            for r in rows
+        ]
 
-    async def close_queued(self, batch_id: str, end: str) -> tuple[int, bool]:
-        """Mark the batch's queued items `end` (cancelled|expired), count them as failed, and
-        record how the batch ends. Returns (items closed, whether nothing is open any more)."""
-        code, message = CLOSE_CODES[end]
+    async def close_open(self, closing: Closing) -> tuple[int, bool]:
+        """Close the batch's queued items (and, when `hard`, its leased ones) as cancelled or
+        expired, count them as failed, and record how the batch ends. Returns (items closed,
+        whether nothing is open any more)."""
+        code, message = CLOSE_CODES[closing.end]
+        states = ("queued", "leased") if closing.hard else ("queued",)
         now = time.time()
         async with self._db.write() as conn:
+            batch = (
+                await conn.execute(
+                    lock_rows(
+                        self._db,
+                        select(
+                            batches.c.status,
+                            batches.c.end_status,
+                            batches.c.total,
+                            batches.c.completed_count,
+                            batches.c.failed_count,
+                        ).where(batches.c.id == closing.batch_id),
+                    )
+                )
+            ).first()
+            if batch is None or batch.status not in ("in_progress", "cancelling"):
+                return 0, False
             closed = (
                 await conn.execute(
                     update(items)
-                    .where(items.c.batch_id == batch_id, items.c.state == "queued")
+                    .where(items.c.batch_id == closing.batch_id, items.c.state.in_(states))
                     .values(
-                        state=end,
+                        state=closing.end,
                         error_code=code,
                         error_message=message,
                         finished_at=now,
@@ -241,36 +318,16 @@ class Queue:
                     )
                 )
             ).rowcount
-            await conn.execute(
-                update(batches)
-                .where(batches.c.id == batch_id)
-                .values(
-                    failed_count=batches.c.failed_count + closed,
-                    end_status=func.coalesce(batches.c.end_status, end),
-                )
-            )
-            row = (
+            if closed:
+                # A batch whose items all finished before its deadline still ends `completed`:
+                # only closing something decides the end (cancel already decided it).
                 await conn.execute(
-                    select(batches.c.total, batches.c.completed_count, batches.c.failed_count).where(
-                        batches.c.id == batch_id
+                    update(batches)
+                    .where(batches.c.id == closing.batch_id)
+                    .values(
+                        failed_count=batches.c.failed_count + closed,
+                        end_status=batch.end_status or closing.end,
                     )
                 )
-            ).one()
-        return int(closed), row.completed_count + row.failed_count >= row.total
-
-
-async def _current_leases(conn: Any, refs: Sequence[Ref]) -> set[tuple[str, int, int]]:
-    by_batch: dict[str, list[int]] = defaultdict(list)
-    for r in refs:
-        by_batch[r.batch_id].append(r.index)
-    current: set[tuple[str, int, int]] = set()
-    for batch_id, indexes in by_batch.items():
-        rows = (
-            await conn.execute(
-                select(items.c.idx, items.c.attempt).where(
-                    items.c.batch_id == batch_id, items.c.idx.in_(indexes), items.c.state == "leased"
-                )
-            )
-        ).all()
-        current.update((batch_id, r.idx, r.attempt) for r in rows)
-    return current
+        settled = batch.completed_count + batch.failed_count + closed >= batch.total
+        return int(closed), settled

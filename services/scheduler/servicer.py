@@ -7,7 +7,7 @@ import logging
 import time
 
 import grpc
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
 from services.common import batch_status, errors
@@ -15,8 +15,9 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import notify
 from services.common.db.schema import batches
+from services.common.faults import crash_point
 from services.scheduler.maintenance import Maintenance
-from services.scheduler.queue import Lease, Queue, Ref
+from services.scheduler.queue import Closing, Lease, Queue, Ref
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         while max_items:
             event = self._signal.current()
             leases = await self._queue.lease(request.executor_id, max_items)
+            if leases:
+                crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
             remaining = deadline - time.monotonic()
             if leases or remaining <= 0 or context.done():
                 break
@@ -99,13 +102,19 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self, request: scheduler_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.CancelBatchResponse:
         async with self._db.write() as conn:
+            # A batch that already expired (its open items closed, finalize pending) stays expired.
             moved = await batch_status.transition(
-                conn, request.batch_id, "cancelling", end_status="cancelled"
+                conn,
+                request.batch_id,
+                "cancelling",
+                end_status=func.coalesce(batches.c.end_status, "cancelled"),
             )
         if moved:
             log.info("batch %s: cancelling", request.batch_id)
-            # Close what is queued now rather than at the next tick, so cancel is prompt.
-            await asyncio.shield(self._maintenance.close_batch(request.batch_id, "cancelled"))
+            # Close what is queued now rather than at the next tick, so cancel is prompt;
+            # leased items finish and are kept.
+            closing = Closing(request.batch_id, "cancelled", hard=False)
+            await asyncio.shield(self._maintenance.close_batch(closing))
         status = await self._status(request.batch_id)
         return scheduler_pb2.CancelBatchResponse(status=status)
 

@@ -7,11 +7,16 @@ from pathlib import Path
 import pytest
 
 from services.common.config import SIMULATED_PROVIDER, load_settings
-from tools.config_docs import README, block, readme_block
+from tools.config_docs import CATALOGUE_BEGIN, CATALOGUE_END, README, block, catalogue_block, readme_block
 
 
 def test_readme_documents_every_setting() -> None:
     assert readme_block(README.read_text()) == block(), "run `make gen` to refresh README.md"
+
+
+def test_readme_documents_every_provider_and_retry_key() -> None:
+    text = README.read_text()
+    assert readme_block(text, CATALOGUE_BEGIN, CATALOGUE_END) == catalogue_block(), "run `make gen`"
 
 
 def test_environment_beats_yaml_beats_defaults(tmp_path: Path) -> None:
@@ -27,6 +32,25 @@ def test_without_providers_every_model_runs_on_the_simulator() -> None:
     settings = load_settings(environ={})
     assert settings.uses_simulator
     assert settings.model("gpt-4o-mini").provider == SIMULATED_PROVIDER
+
+
+def test_anthropic_models_serve_chat_completions_only(tmp_path: Path) -> None:
+    config = tmp_path / "bg.yaml"
+    config.write_text("""
+providers:
+  - {name: claude, kind: anthropic, base_url: "https://api.anthropic.com/v1", api_key: k,
+     requests_per_minute: 50, tokens_per_minute: 20000, default_max_tokens: 1024}
+models:
+  - {name: claude-haiku, provider: claude}
+""")
+    settings = load_settings(str(config), environ={})
+    assert settings.model("claude-haiku").endpoints == ("/v1/chat/completions",)
+    provider = settings.provider("claude")
+    assert (provider.api_keys, provider.requests_per_minute, provider.default_max_tokens) == (
+        ("k",),
+        50,
+        1024,
+    )
 
 
 def test_yaml_catalogue_with_env_expansion(tmp_path: Path) -> None:
@@ -57,6 +81,14 @@ retry: {max_attempts: 2}
         (
             "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, fallbacks: [z]}]\n",
             "unknown fallback",
+        ),
+        ("retry: {max_attempts: 0}\n", "max_attempts"),
+        ("providers: [{name: p, base_url: x, max_concurrency: 4, min_concurrency: 5}]\n", "min_concurrency"),
+        ("providers: [{name: p, base_url: x, requests_per_minute: -1}]\n", "negative"),
+        (
+            "providers: [{name: a, kind: anthropic, base_url: x}]\n"
+            "models: [{name: m, provider: a, endpoints: [/v1/embeddings]}]\n",
+            "anthropic provider serves only",
         ),
     ],
 )

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$batchgate/internal/v1/executor.proto\x12\x15\x62\x61tchgate.internal.v1\"\x1a\n\x18GetExecutorStatusRequest\"g\n\x19GetExecutorStatusResponse\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x11\n\tin_flight\x18\x02 \x01(\x05\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x10\n\x08\x66inished\x18\x04 \x01(\x03\x32\x89\x01\n\x0f\x45xecutorService\x12v\n\x11GetExecutorStatus\x12/.batchgate.internal.v1.GetExecutorStatusRequest\x1a\x30.batchgate.internal.v1.GetExecutorStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$batchgate/internal/v1/executor.proto\x12\x15\x62\x61tchgate.internal.v1\"\x1a\n\x18GetExecutorStatusRequest\"\x86\x01\n\x19GetExecutorStatusResponse\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x11\n\tin_flight\x18\x02 \x01(\x05\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x05\x12\x10\n\x08\x66inished\x18\x04 \x01(\x03\x12\x0f\n\x07refused\x18\x05 \x01(\x03\x12\x0c\n\x04lost\x18\x06 \x01(\x03\x32\x89\x01\n\x0f\x45xecutorService\x12v\n\x11GetExecutorStatus\x12/.batchgate.internal.v1.GetExecutorStatusRequest\x1a\x30.batchgate.internal.v1.GetExecutorStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GETEXECUTORSTATUSREQUEST']._serialized_start=63
   _globals['_GETEXECUTORSTATUSREQUEST']._serialized_end=89
-  _globals['_GETEXECUTORSTATUSRESPONSE']._serialized_start=91
-  _globals['_GETEXECUTORSTATUSRESPONSE']._serialized_end=194
-  _globals['_EXECUTORSERVICE']._serialized_start=197
-  _globals['_EXECUTORSERVICE']._serialized_end=334
+  _globals['_GETEXECUTORSTATUSRESPONSE']._serialized_start=92
+  _globals['_GETEXECUTORSTATUSRESPONSE']._serialized_end=226
+  _globals['_EXECUTORSERVICE']._serialized_start=229
+  _globals['_EXECUTORSERVICE']._serialized_end=366
 # @@protoc_insertion_point(module_scope)

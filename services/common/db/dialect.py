@@ -1,8 +1,8 @@
 """The SQL that differs between SQLite and PostgreSQL, in one module.
 
-- Row locking for leases: `FOR UPDATE SKIP LOCKED` on PostgreSQL; on SQLite the single
-  writer (BEGIN IMMEDIATE under the process's write lock) already excludes everyone else.
-  `= ANY(ARRAY(sub-select))` where a locking sub-select must run exactly once.
+- Row locking for leases: `FOR UPDATE SKIP LOCKED` on PostgreSQL, in a sub-select that runs
+  exactly once (`= ANY(ARRAY(…))`); on SQLite the single writer (BEGIN IMMEDIATE under the
+  process's write lock) already excludes everyone else.
 - Wake-ups: `NOTIFY`/`LISTEN` on PostgreSQL; on SQLite, where only one process writes, the
   in-process signal of the caller is enough, so these are no-ops.
 - Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
@@ -60,16 +60,16 @@ def skip_locked(db: Database, query: Select[Any]) -> Select[Any]:
     return query
 
 
-def among_skip_locked(db: Database, column: ColumnElement[Any], query: Select[Any]) -> ColumnElement[bool]:
-    """`column IN (query)`, locking the rows `query` picks and skipping rows others hold.
+def in_skip_locked(db: Database, column: ColumnElement[Any], query: Select[Any]) -> ColumnElement[bool]:
+    """`column IN (query)`, the query's rows locked and other transactions' locked rows skipped.
 
-    On PostgreSQL the sub-select must run exactly once: planned as a nested-loop semi-join,
-    `IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` re-runs it for every outer row, each run
-    skipping the rows the earlier ones locked, so an UPDATE takes far more than n rows.
-    `= ANY(ARRAY(SELECT …))` is evaluated once, before the outer scan.
+    On PostgreSQL a plain `IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` may be re-run for every
+    outer row when the planner picks a nested loop (it does on small tables), locking n more
+    rows each time, so an UPDATE takes more rows than asked; `= ANY(ARRAY(SELECT …))` is an
+    init-plan, run once.
     """
     if db.is_postgres:
-        return column == any_(func.array(query.with_for_update(skip_locked=True).scalar_subquery()))
+        return column == any_(func.array(skip_locked(db, query).scalar_subquery()))
     return column.in_(query.scalar_subquery())
 
 
@@ -166,8 +166,12 @@ class LeaderLock:
             return False
 
     async def release(self) -> None:
+        """Give up leading. The connection is discarded, not returned to the pool: a pooled
+        session would keep the advisory lock, and nobody (this process included) could lead."""
         self._leading = False
         if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.invalidate()
             with contextlib.suppress(Exception):
                 await self._conn.close()
             self._conn = None

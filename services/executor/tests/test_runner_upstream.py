@@ -1,0 +1,262 @@
+"""The item runner against the simulated upstream over real HTTP: retries, Retry-After, final
+4xx, fallback, time limit, the key pool, and the Anthropic adapter on the wire."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
+from batchgate.simulator import SimulatorOptions, serve
+from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings, load_settings
+from services.executor.runner import ItemRunner
+from tests.support import free_port
+
+FAST_RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=3)
+_numbers = itertools.count()
+
+
+@pytest.fixture(scope="module")
+async def simulator() -> AsyncIterator[str]:
+    port = free_port()
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve("127.0.0.1", port, SimulatorOptions(latency_ms=0), stop))
+    base = f"http://127.0.0.1:{port}"
+    async with httpx.AsyncClient() as client:
+        for _ in range(100):
+            try:
+                await client.get(f"{base}/healthz")
+                break
+            except httpx.HTTPError:
+                await asyncio.sleep(0.05)
+    yield base
+    stop.set()
+    await task
+
+
+def settings_for(base: str, openai_keys: tuple[str, ...] = ("k1",), **provider: Any) -> Settings:
+    providers = (
+        ProviderConfig(name="oai", kind="openai", base_url=f"{base}/v1", api_keys=openai_keys, **provider),
+        ProviderConfig(name="claude", kind="anthropic", base_url=f"{base}/v1", api_keys=("a1",), **provider),
+    )
+    models = (
+        ModelConfig(name="gpt-4o-mini", provider="oai", fallbacks=("gpt-4o",)),
+        ModelConfig(name="gpt-4o", provider="oai"),
+        ModelConfig(name="claude-haiku", provider="claude", upstream_model="claude-haiku-4-5-20251001"),
+    )
+    return dataclasses.replace(
+        load_settings(environ={}), providers=providers, models=models, retry=FAST_RETRY
+    )
+
+
+def leased(body: dict[str, Any], model: str = "gpt-4o-mini") -> scheduler_pb2.LeasedItem:
+    return scheduler_pb2.LeasedItem(
+        ref=items_pb2.ItemRef(batch_id="batch_t", index=next(_numbers), attempt=1),
+        custom_id="c",
+        endpoint="/v1/chat/completions",
+        model=model,
+        body=orjson.dumps({"model": model, **body}),
+    )
+
+
+def chat(text: str, **extra: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}], **extra}
+
+
+async def calls(base: str, content: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient() as client:
+        return (await client.get(f"{base}/_sim/calls", params={"content": content})).json()
+
+
+async def run(settings: Settings, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+    runner = ItemRunner(settings)
+    try:
+        return await runner.run(item)
+    finally:
+        await runner.close()
+
+
+async def test_5xx_is_retried_then_succeeds(simulator: str) -> None:
+    outcome = await run(
+        settings_for(simulator), leased(chat("five hundred", x_sim={"status": 503, "times": 2}))
+    )
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED
+    assert outcome.attempts == 3 and outcome.model == "gpt-4o-mini" and outcome.status_code == 200
+    assert [c["status"] for c in await calls(simulator, "five hundred")] == [503, 503, 200]
+
+
+async def test_4xx_is_final_and_keeps_the_upstream_error(simulator: str) -> None:
+    outcome = await run(settings_for(simulator), leased(chat("bad request", x_sim={"status": 400})))
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_FAILED
+    assert outcome.attempts == 1 and outcome.status_code == 400
+    assert orjson.loads(outcome.response_body)["error"]["code"] == "sim_400"
+    assert len(await calls(simulator, "bad request")) == 1
+
+
+async def test_429_rests_the_key_for_its_retry_after(simulator: str) -> None:
+    item = leased(chat("slow down", x_sim={"status": 429, "times": 1, "retry_after": 1}))
+    outcome = await run(settings_for(simulator), item)
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED and outcome.attempts == 2
+    first, second = await calls(simulator, "slow down")
+    assert (first["status"], second["status"]) == (429, 200)
+    assert second["at"] - first["at"] >= 0.95  # the backoff alone would be 0.05 s
+
+
+async def test_a_429_moves_the_retry_to_the_next_key(simulator: str) -> None:
+    settings = settings_for(simulator, openai_keys=("k1", "k2"))
+    item = leased(chat("key one is limited", x_sim={"status": 429, "keys": ["k1"], "retry_after": 600}))
+    outcome = await run(settings, item)
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED
+    assert [(c["api_key"], c["status"]) for c in await calls(simulator, "key one is limited")] == [
+        ("k1", 429),
+        ("k2", 200),
+    ]
+
+
+async def test_keys_take_turns_and_a_resting_one_sits_out(simulator: str) -> None:
+    runner = ItemRunner(settings_for(simulator, openai_keys=("k1", "k2", "k3")))
+    try:
+        for n in range(3):
+            await runner.run(leased(chat(f"turns {n}")))
+        await runner.run(
+            leased(chat("turns limited", x_sim={"status": 429, "keys": ["k1"], "retry_after": 600}))
+        )
+        for n in range(3, 7):
+            await runner.run(leased(chat(f"turns {n}")))
+    finally:
+        await runner.close()
+    used = [(await calls(simulator, f"turns {n}"))[0]["api_key"] for n in range(7)]
+    assert used[:3] == ["k1", "k2", "k3"]
+    assert set(used[3:]) == {"k2", "k3"}  # k1 rests for ten minutes
+
+
+async def test_fallback_runs_once_the_models_retries_are_spent(simulator: str) -> None:
+    item = leased(chat("primary is down", x_sim={"fail_models": ["gpt-4o-mini"]}))
+    outcome = await run(settings_for(simulator), item)
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED
+    assert outcome.model == "gpt-4o" and outcome.attempts == 4
+    assert orjson.loads(outcome.response_body)["model"] == "gpt-4o"
+    models = [c["model"] for c in await calls(simulator, "primary is down")]
+    assert models == ["gpt-4o-mini"] * 3 + ["gpt-4o"]
+
+
+async def test_spent_retries_and_fallbacks_end_in_the_last_error(simulator: str) -> None:
+    item = leased(chat("all down", x_sim={"status": 500}))
+    outcome = await run(settings_for(simulator), item)
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_FAILED
+    assert outcome.attempts == 6 and outcome.model == "gpt-4o" and outcome.status_code == 500
+
+
+async def test_a_call_past_the_time_limit_is_stopped_as_request_timeout(simulator: str) -> None:
+    settings = settings_for(simulator, timeout_s=0.3)
+    item = leased(chat("too slow", x_sim={"delay_ms": 3000}), model="gpt-4o")
+    outcome = await run(settings, item)
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_FAILED
+    assert outcome.error_code == "request_timeout" and outcome.attempts == 3
+    assert outcome.status_code == 0 and not outcome.response_body
+
+
+async def test_anthropic_provider_gets_a_translated_request_with_its_headers(simulator: str) -> None:
+    body = {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "anthropic echo"},
+        ],
+        "stop": "END",
+        "x_sim": {"echo": True},
+    }
+    outcome = await run(settings_for(simulator), leased(body, model="claude-haiku"))
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED, outcome
+    completion = orjson.loads(outcome.response_body)
+    assert completion["object"] == "chat.completion"
+    seen = orjson.loads(completion["choices"][0]["message"]["content"])
+    assert seen == {
+        "model": "claude-haiku-4-5-20251001",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "anthropic echo"}]}],
+        "system": "Be brief.",
+        "max_tokens": 4096,
+        "stop_sequences": ["END"],
+    }
+    assert outcome.model == "claude-haiku" and outcome.provider == "claude"
+    assert outcome.usage.prompt_tokens > 0 and outcome.usage.completion_tokens > 0
+    (call,) = await calls(simulator, "anthropic echo")
+    assert call["api_key"] == "a1" and call["status"] == 200  # x-api-key and anthropic-version sent
+
+
+async def test_anthropic_tool_use_comes_back_as_tool_calls(simulator: str) -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+    body = chat("use the tool", tools=[tool], x_sim={"usage": {"cache_read_input_tokens": 5}})
+    outcome = await run(settings_for(simulator), leased(body, model="claude-haiku"))
+    choice = orjson.loads(outcome.response_body)["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "lookup"
+    assert orjson.loads(call["function"]["arguments"]) == {"q": "simulated"}
+    assert outcome.usage.cached_tokens == 5
+
+
+async def test_anthropic_errors_are_retried_or_final_in_openais_shape(simulator: str) -> None:
+    overloaded = leased(chat("claude overloaded", x_sim={"status": 529, "times": 1}), model="claude-haiku")
+    assert (await run(settings_for(simulator), overloaded)).attempts == 2
+    invalid = leased(chat("claude invalid", x_sim={"status": 400}), model="claude-haiku")
+    outcome = await run(settings_for(simulator), invalid)
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_FAILED and outcome.status_code == 400
+    assert orjson.loads(outcome.response_body) == {
+        "error": {
+            "message": "Simulated HTTP 400.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request_error",
+        }
+    }
+
+
+async def test_what_anthropic_cannot_do_fails_at_once_without_a_call(simulator: str) -> None:
+    outcome = await run(settings_for(simulator), leased(chat("two choices", n=2), model="claude-haiku"))
+    assert outcome.state == recorder_pb2.OUTCOME_STATE_FAILED and outcome.attempts == 0
+    assert outcome.status_code == 400
+    error = orjson.loads(outcome.response_body)["error"]
+    assert error["param"] == "n" and error["code"] == "unsupported_parameter"
+    assert await calls(simulator, "two choices") == []
+
+
+async def test_token_budget_is_settled_by_the_answers_usage(simulator: str) -> None:
+    runner = ItemRunner(settings_for(simulator, tokens_per_minute=6000))  # refills 100 a second
+    try:
+        outcome = await runner.run(leased(chat("budgeted " * 200, max_tokens=5000)))
+        bucket = runner._providers["oai"].keys.keys[0].tokens
+        assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED and bucket is not None
+        spent = bucket.capacity - bucket._level
+        used = outcome.usage.prompt_tokens + outcome.usage.completion_tokens
+        assert used > 400
+        assert used - 200 <= spent <= used + 1  # the 5,000-token allowance was refunded
+    finally:
+        await runner.close()
+
+
+async def test_a_burst_of_429s_lowers_the_concurrency_and_successes_raise_it(simulator: str) -> None:
+    runner = ItemRunner(settings_for(simulator, max_concurrency=8, rate_limit_cooldown_s=0))
+    limit = runner._providers["oai"].concurrency
+    try:
+        burst = [leased(chat(f"burst {n}", x_sim={"status": 429, "times": 1})) for n in range(8)]
+        outcomes = await asyncio.gather(*(runner.run(item) for item in burst))
+        assert all(o.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED and o.attempts == 2 for o in outcomes)
+        assert limit.limit < 8  # halved by the burst, growing back with the successes since
+        lowered = limit.limit
+        await asyncio.gather(*(runner.run(leased(chat(f"healthy {n}"))) for n in range(40)))
+        assert limit.limit > lowered
+    finally:
+        await runner.close()

@@ -1,0 +1,261 @@
+"""The scheduler's queue against real SQLite and PostgreSQL: priority and fairness ordering,
+fencing tokens, rescue, cancel/expiry closing, several leasers at once, one maintenance leader.
+
+These drive `services.scheduler.queue.Queue` directly (no gRPC): ordering is easier to pin
+down here than end to end, and the statements are exactly the ones the service runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import insert, select, update
+
+from services.common.db import Database
+from services.common.db.dialect import LeaderLock
+from services.common.db.schema import batches, items
+from services.scheduler.maintenance import LEADER_LOCK_KEY
+from services.scheduler.queue import Closing, Queue, Ref
+from tests.support import prepare_database
+
+TTL_S = 30.0
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    await prepare_database(database_url)
+    database = Database(database_url)
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+async def add_batch(
+    db: Database,
+    batch_id: str,
+    n: int,
+    *,
+    project: str = "proj-a",
+    tier: int = 0,
+    priority: int = 0,
+    age_s: float = 0.0,
+    window_s: float = 3600.0,
+) -> None:
+    created = time.time() - 1000 + age_s  # larger age_s = created later
+    async with db.write() as conn:
+        await conn.execute(
+            insert(batches).values(
+                id=batch_id,
+                project_id=project,
+                api_key_id="key",
+                endpoint="/v1/chat/completions",
+                input_file_id="file-x",
+                completion_window="24h",
+                status="in_progress",
+                created_at=created,
+                in_progress_at=created,
+                expires_at=time.time() + window_s,
+                priority_tier=tier,
+                priority=priority,
+                total=n,
+                model="gpt-4o-mini",
+            )
+        )
+        await conn.execute(
+            insert(items),
+            [
+                {
+                    "batch_id": batch_id,
+                    "idx": i,
+                    "line": i + 1,
+                    "custom_id": f"{batch_id}-{i}",
+                    "state": "queued",
+                }
+                | {"body": b'{"model":"gpt-4o-mini"}'}
+                for i in range(n)
+            ],
+        )
+
+
+async def states(db: Database, batch_id: str) -> Counter[str]:
+    async with db.read() as conn:
+        rows = (await conn.execute(select(items.c.state).where(items.c.batch_id == batch_id))).scalars()
+        return Counter(rows)
+
+
+def per_batch(leases: list) -> Counter[str]:
+    return Counter(lease.batch_id for lease in leases)
+
+
+async def test_expedited_first_then_higher_integer_priority_then_the_rest(db: Database) -> None:
+    await add_batch(db, "b_old", 4, age_s=1)
+    await add_batch(db, "b_new", 4, age_s=2)
+    await add_batch(db, "b_high", 4, priority=5, age_s=3)
+    await add_batch(db, "b_expedited", 4, tier=1, age_s=4)
+    queue = Queue(db, TTL_S)
+    assert per_batch(await queue.lease("e1", 4)) == {"b_expedited": 4}
+    assert per_batch(await queue.lease("e1", 4)) == {"b_high": 4}
+    assert per_batch(await queue.lease("e1", 4)) == {"b_old": 2, "b_new": 2}
+    assert per_batch(await queue.lease("e1", 5)) == {"b_old": 2, "b_new": 2}
+    assert await queue.lease("e1", 4) == []
+
+
+async def test_left_over_capacity_flows_to_the_next_priority(db: Database) -> None:
+    await add_batch(db, "b_expedited", 3, tier=1)
+    await add_batch(db, "b_standard", 10)
+    leases = await Queue(db, TTL_S).lease("e1", 8)
+    assert per_batch(leases) == {"b_expedited": 3, "b_standard": 5}
+    assert [lease.index for lease in leases if lease.batch_id == "b_standard"] == [0, 1, 2, 3, 4]
+
+
+async def test_a_large_old_batch_does_not_starve_a_small_new_one(db: Database) -> None:
+    await add_batch(db, "b_large", 500, age_s=1)
+    await add_batch(db, "b_small", 10, age_s=50)
+    queue = Queue(db, TTL_S)
+    assert per_batch(await queue.lease("e1", 12)) == {"b_large": 6, "b_small": 6}
+    # The small batch runs dry; its unused share goes to the large one in the same call.
+    assert per_batch(await queue.lease("e1", 12)) == {"b_large": 8, "b_small": 4}
+
+
+async def test_projects_share_evenly_before_their_batches_do(db: Database) -> None:
+    for i in range(3):
+        await add_batch(db, f"b_a{i}", 100, project="proj-a", age_s=i)
+    await add_batch(db, "b_b0", 100, project="proj-b", age_s=10)
+    counts = per_batch(await Queue(db, TTL_S).lease("e1", 60))
+    assert counts["b_b0"] == 30
+    assert sum(counts[f"b_a{i}"] for i in range(3)) == 30
+    assert all(counts[f"b_a{i}"] == 10 for i in range(3))
+
+
+async def test_every_lease_carries_a_fresh_fencing_token_and_lapsed_ones_are_rescued(db: Database) -> None:
+    await add_batch(db, "b1", 2)
+    short = Queue(db, 0.2)
+    first = await short.lease("e1", 1)
+    assert [(lease.index, lease.attempt) for lease in first] == [(0, 1)]
+    await asyncio.sleep(0.4)
+    assert await short.rescue_expired() == 1
+    again = await short.lease("e2", 5)
+    assert sorted((lease.index, lease.attempt) for lease in again) == [(0, 2), (1, 1)]
+    # The old holder's token is stale: renewing it reports it lost; the new holder's renews.
+    lost, _ = await short.renew([Ref("b1", 0, 1), Ref("b1", 0, 2), Ref("b1", 1, 1)])
+    assert lost == [Ref("b1", 0, 1)]
+
+
+async def test_a_lapsed_lease_not_rescued_yet_can_still_be_renewed(db: Database) -> None:
+    await add_batch(db, "b1", 1)
+    queue = Queue(db, 0.1)
+    (lease,) = await queue.lease("e1", 1)
+    await asyncio.sleep(0.2)
+    lost, expires_at = await queue.renew([Ref("b1", 0, lease.attempt)])
+    assert lost == [] and expires_at > time.time()
+    assert await queue.rescue_expired() == 0
+
+
+async def test_release_queues_items_again(db: Database) -> None:
+    await add_batch(db, "b1", 3)
+    queue = Queue(db, TTL_S)
+    leases = await queue.lease("e1", 3)
+    assert await queue.release([Ref(x.batch_id, x.index, x.attempt) for x in leases[:2]]) == 2
+    assert await states(db, "b1") == {"queued": 2, "leased": 1}
+    assert sorted(x.attempt for x in await queue.lease("e2", 3)) == [2, 2]
+
+
+async def test_cancel_closes_queued_items_and_lets_leased_ones_finish(db: Database) -> None:
+    await add_batch(db, "b1", 10)
+    queue = Queue(db, TTL_S)
+    await queue.lease("e1", 3)
+    async with db.write() as conn:
+        await conn.execute(
+            update(batches).where(batches.c.id == "b1").values(status="cancelling", end_status="cancelled")
+        )
+    assert await queue.lease("e1", 10) == []  # a cancelling batch hands out nothing
+    closed, settled = await queue.close_open(Closing("b1", "cancelled", hard=False))
+    assert (closed, settled) == (7, False)
+    assert await states(db, "b1") == {"cancelled": 7, "leased": 3}
+    async with db.read() as conn:
+        row = (await conn.execute(select(batches).where(batches.c.id == "b1"))).one()
+        codes = set(
+            (await conn.execute(select(items.c.error_code).where(items.c.state == "cancelled"))).scalars()
+        )
+    assert row.failed_count == 7 and row.end_status == "cancelled"
+    assert codes == {"batch_cancelled"}
+    assert await queue.close_open(Closing("b1", "cancelled", hard=False)) == (0, False)  # idempotent
+
+
+async def test_expiry_closes_queued_and_leased_items_and_keeps_finished_ones(db: Database) -> None:
+    await add_batch(db, "b1", 6, window_s=0.5)
+    queue = Queue(db, TTL_S)
+    leases = await queue.lease("e1", 3)
+    async with db.write() as conn:  # one finished before the deadline
+        await conn.execute(
+            update(items)
+            .where(items.c.batch_id == "b1", items.c.idx == leases[0].index)
+            .values(state="succeeded")
+        )
+        await conn.execute(update(batches).where(batches.c.id == "b1").values(completed_count=1))
+    await asyncio.sleep(0.6)
+    assert await queue.lease("e1", 10) == []  # past its window: nothing more is handed out
+    assert [c.batch_id for c in await queue.closing_batches() if c.end == "expired" and c.hard] == ["b1"]
+    assert await queue.close_open(Closing("b1", "expired", hard=True)) == (5, True)
+    assert await states(db, "b1") == {"succeeded": 1, "expired": 5}
+    lost, _ = await queue.renew([Ref("b1", leases[1].index, leases[1].attempt)])
+    assert len(lost) == 1  # the executor hears its lease is gone and stops
+
+
+async def test_a_batch_that_finished_before_its_deadline_is_not_marked_expired(db: Database) -> None:
+    await add_batch(db, "b1", 1, window_s=0.2)
+    async with db.write() as conn:
+        await conn.execute(update(items).where(items.c.batch_id == "b1").values(state="succeeded"))
+        await conn.execute(update(batches).where(batches.c.id == "b1").values(completed_count=1))
+    await asyncio.sleep(0.3)
+    assert await Queue(db, TTL_S).close_open(Closing("b1", "expired", hard=True)) == (0, True)
+    async with db.read() as conn:
+        assert (await conn.execute(select(batches.c.end_status))).scalar() is None
+
+
+async def test_concurrent_leasers_never_hand_out_one_item_twice(database_url: str, db: Database) -> None:
+    """Four "replicas", each with its own engine, lease until the queue is empty."""
+    for i in range(3):
+        await add_batch(db, f"b{i}", 400, project=f"proj-{i % 2}", age_s=i)
+    replicas = [Database(database_url) for _ in range(4)]
+    try:
+        queues = [Queue(replica, TTL_S) for replica in replicas]
+
+        async def drain(queue: Queue, name: str) -> list[tuple[str, int]]:
+            taken: list[tuple[str, int]] = []
+            while leases := await queue.lease(name, 37):
+                taken += [(x.batch_id, x.index) for x in leases]
+            return taken
+
+        results = await asyncio.gather(*(drain(q, f"e{i}") for i, q in enumerate(queues)))
+    finally:
+        for replica in replicas:
+            await replica.dispose()
+    taken = [key for result in results for key in result]
+    assert len(taken) == len(set(taken)) == 1200
+    async with db.read() as conn:
+        attempts = set((await conn.execute(select(items.c.attempt))).scalars())
+    assert attempts == {1}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
+async def test_only_one_replica_leads_maintenance(database_url: str, db: Database) -> None:
+    other = Database(database_url)
+    first, second = LeaderLock(db, LEADER_LOCK_KEY), LeaderLock(other, LEADER_LOCK_KEY)
+    try:
+        assert await first.held() is True
+        assert await second.held() is False
+        assert await first.held() is True  # a leader stays leader
+        await first.release()  # the leader goes away (its session ends)
+        assert await second.held() is True
+        assert await first.held() is False
+    finally:
+        await first.release()
+        await second.release()
+        await other.dispose()
