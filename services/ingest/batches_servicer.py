@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import batch_status, errors
+from services.common import errors
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
@@ -97,8 +97,10 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
-        """→ `cancelling` (or already `cancelled`); asking again while it is being cancelled
-        answers the same; 409 once the batch has ended or is finalizing its results."""
+        """→ `cancelling`. Asking again while it is being cancelled, or once it is `cancelled`,
+        answers the batch as it stands: a cancel whose answer was lost is retried by the SDK,
+        and the retry must not fail after the first one took effect. 409 once the batch ended
+        otherwise (completed, expired, failed) or is finalizing its results."""
         project = principal().project_id
         async with self._db.read() as conn:
             found = await visible_batch(conn, project, request.batch_id)
@@ -115,7 +117,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             async with self._db.read() as conn:
                 row = await visible_batch(conn, project, request.batch_id)
         being_cancelled = row.status in ("cancelling", "cancelled") or row.end_status == "cancelled"
-        if found.status in batch_status.TERMINAL or not being_cancelled:
+        if not being_cancelled:
             raise errors.conflict(
                 f"Batch '{row.id}' is {found.status} and can no longer be cancelled.", "batch_not_cancellable"
             )
