@@ -1,1 +1,6 @@
-"""Benchmarks: each module prints figures; none is part of the test pass/fail."""
+"""Benchmarks: batchgate next to what a user would otherwise do, measured side by side.
+
+Run `python -m bench --help` (or `make bench ARGS="…"`). Benchmarks print figures and write a
+JSON record under bench/results/; they never assert, and they are not part of `make test`
+(except a tiny smoke run that keeps them working).
+"""

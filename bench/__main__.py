@@ -1,0 +1,47 @@
+"""`python -m bench <scenario> [flags]`: see bench/README.md."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from bench.scenarios import SCENARIOS, run
+
+CI_DATABASE = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("scenario", choices=[*SCENARIOS, "all"])
+    parser.add_argument("--n", type=int, default=20_000, help="items per batch")
+    parser.add_argument(
+        "--latencies", type=_floats, default=[0.0, 50.0], help="simulated upstream latency, ms"
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="latency for scenarios with one latency"
+    )
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--executors", type=int, default=1)
+    parser.add_argument("--executor-counts", type=_ints, default=[1, 2])
+    parser.add_argument("--databases", type=lambda t: t.split(","), default=["sqlite", "postgres"])
+    parser.add_argument("--runs", type=int, default=3, help="alternating runs; the median is reported")
+    parser.add_argument(
+        "--sizes", type=_ints, default=[1_000, 10_000, 50_000], help="ingest: lines per input"
+    )
+    parser.add_argument("--line-bytes", type=int, default=4_000, help="ingest: padding per line")
+    args = parser.parse_args()
+    os.environ.setdefault("BATCHGATE_TEST_DATABASE_URL", CI_DATABASE)
+    for name in SCENARIOS if args.scenario == "all" else [args.scenario]:
+        run(name, args)
+
+
+if __name__ == "__main__":
+    main()

