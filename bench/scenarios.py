@@ -25,7 +25,7 @@ from bench.harness import (
     stack_pids,
     write_chat_input,
 )
-from bench.otlp_sink import otlp_sink
+from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 
 MODEL = "gpt-4o-mini"
@@ -291,7 +291,7 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
             workdir = Path(tmp)
             env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, args.executors)
             port = free_port()
-            with otlp_sink(port) as sink:
+            with OtlpSink(port) as sink:
                 if sampled:
                     env.update(
                         {
@@ -312,7 +312,7 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "tracing": label,
                         "items": args.n,
                         "batchgate/s": median(rates),
-                        "spans received": sink.spans,
+                        "spans received": sink.span_count,
                     }
                 )
     rows[1]["vs off"] = rows[1]["batchgate/s"] / rows[0]["batchgate/s"]

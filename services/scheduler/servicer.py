@@ -10,13 +10,14 @@ import grpc
 from sqlalchemy import func, select
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
-from services.common import batch_status, errors
+from services.common import batch_status, errors, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import notify
 from services.common.db.schema import batches
 from services.common.faults import crash_point
 from services.scheduler.maintenance import Maintenance
+from services.scheduler.metrics import SchedulerMetrics, tier_name
 from services.scheduler.queue import Closing, Lease, Queue, Ref
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
@@ -29,14 +30,14 @@ def _ref(message: items_pb2.ItemRef) -> Ref:
     return Ref(message.batch_id, message.index, message.attempt)
 
 
-def _leased_item(lease: Lease) -> scheduler_pb2.LeasedItem:
+def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedItem:
     return scheduler_pb2.LeasedItem(
         ref=items_pb2.ItemRef(batch_id=lease.batch_id, index=lease.index, attempt=lease.attempt),
         custom_id=lease.custom_id,
         endpoint=lease.endpoint,
         model=lease.model,
         body=lease.body,
-        traceparent=lease.traceparent or "",
+        traceparent=traceparent or "",
         lease_expires_at_ms=int(lease.expires_at * 1000),
         project_id=lease.project_id,
     )
@@ -44,8 +45,15 @@ def _leased_item(lease: Lease) -> scheduler_pb2.LeasedItem:
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(
-        self, settings: Settings, db: Database, queue: Queue, signal: WorkSignal, maintenance: Maintenance
+        self,
+        settings: Settings,
+        db: Database,
+        queue: Queue,
+        signal: WorkSignal,
+        maintenance: Maintenance,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or SchedulerMetrics()
         self._settings = settings
         self._db = db
         self._queue = queue
@@ -67,8 +75,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         max_items = max(0, min(request.max_items, self._settings.lease_max_items))
         deadline = time.monotonic() + min(request.wait_ms, self._settings.lease_wait_ms) / 1000
         leases: list[Lease] = []
+        started_ns = time.time_ns()
         while max_items:
             event = self._signal.current()
+            started_ns = time.time_ns()
             leases = await self._queue.lease(request.executor_id, max_items)
             if leases:
                 crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
@@ -77,9 +87,36 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 break
             await WorkSignal.wait(event, min(remaining, POLL_BACKSTOP_S))
         return scheduler_pb2.LeaseItemsResponse(
-            items=[_leased_item(lease) for lease in leases],
+            items=[
+                _leased_item(lease, self._observe(lease, request.executor_id, started_ns)) for lease in leases
+            ],
             lease_ttl_ms=int(self._settings.lease_ttl_s * 1000),
         )
+
+    def _observe(self, lease: Lease, executor_id: str, started_ns: int) -> str | None:
+        """Count the lease, and record it in a traced item's trace; returns the traceparent the
+        executor continues the trace from (the lease span's, or what was stored)."""
+        tier = tier_name(lease.tier)
+        self._metrics.items_leased.add(1, {"priority": tier})
+        wait_s = max(started_ns / 1e9 - lease.batch_created_at, 0.0)
+        self._metrics.lease_wait.record(wait_s, {"priority": tier})
+        if not telemetry.sampled(lease.traceparent):
+            return lease.traceparent
+        span = telemetry.record_child_span(
+            "scheduler",
+            "batchgate.item.lease",
+            lease.traceparent,
+            {
+                **telemetry.item_attributes(lease.batch_id, lease.index, lease.custom_id),
+                "gen_ai.request.model": lease.model,
+                "batchgate.lease.attempt": lease.attempt,
+                "batchgate.lease.wait_s": round(wait_s, 3),
+                "batchgate.executor.id": executor_id,
+                "batchgate.priority": tier,
+            },
+            start_ns=started_ns,
+        )
+        return span or lease.traceparent
 
     async def RenewLeases(
         self, request: scheduler_pb2.RenewLeasesRequest, context: grpc.aio.ServicerContext

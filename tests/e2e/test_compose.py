@@ -116,6 +116,6 @@ def test_compose_stack_runs_a_batch_as_processes(tmp_path: Path) -> None:
             # Traces go where the file says: the services export to the collector's address.
             expected = {"batchgate-ingest", "batchgate-scheduler", "batchgate-results"}
             deadline = time.monotonic() + 60
-            while not expected <= set(sink.spans) and time.monotonic() < deadline:
+            while not expected <= set(sink.services()) and time.monotonic() < deadline:
                 time.sleep(0.5)
-            assert expected <= set(sink.spans), dict(sink.spans)
+            assert expected <= set(sink.services()), dict(sink.services())
