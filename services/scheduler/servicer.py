@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 
 import grpc
 from sqlalchemy import func, select
@@ -86,37 +87,42 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if leases or remaining <= 0 or context.done():
                 break
             await WorkSignal.wait(event, min(remaining, POLL_BACKSTOP_S))
+        traceparents = self._observe(leases, request.executor_id, started_ns)
         return scheduler_pb2.LeaseItemsResponse(
-            items=[
-                _leased_item(lease, self._observe(lease, request.executor_id, started_ns)) for lease in leases
-            ],
+            items=[_leased_item(lease, tp) for lease, tp in zip(leases, traceparents, strict=True)],
             lease_ttl_ms=int(self._settings.lease_ttl_s * 1000),
         )
 
-    def _observe(self, lease: Lease, executor_id: str, started_ns: int) -> str | None:
-        """Count the lease, and record it in a traced item's trace; returns the traceparent the
-        executor continues the trace from (the lease span's, or what was stored)."""
-        tier = tier_name(lease.tier)
-        self._metrics.items_leased.add(1, {"priority": tier})
-        wait_s = max(started_ns / 1e9 - lease.batch_created_at, 0.0)
-        self._metrics.lease_wait.record(wait_s, {"priority": tier})
-        if not telemetry.sampled(lease.traceparent):
-            return lease.traceparent
-        span = telemetry.record_child_span(
-            "scheduler",
-            "batchgate.item.lease",
-            lease.traceparent,
-            {
-                **telemetry.item_attributes(lease.batch_id, lease.index, lease.custom_id),
-                "gen_ai.request.model": lease.model,
-                "batchgate.lease.attempt": lease.attempt,
-                "batchgate.lease.wait_s": round(wait_s, 3),
-                "batchgate.executor.id": executor_id,
-                "batchgate.priority": tier,
-            },
-            start_ns=started_ns,
-        )
-        return span or lease.traceparent
+    def _observe(self, leases: list[Lease], executor_id: str, started_ns: int) -> list[str | None]:
+        """Count the leases and record each in its item's trace, when traced; returns the
+        traceparents the executor continues the items' traces from (the lease spans', or what
+        was stored)."""
+        for tier, count in Counter(tier_name(lease.tier) for lease in leases).items():
+            self._metrics.items_leased.add(count, {"priority": tier})
+        traceparents = []
+        for lease in leases:
+            tier = tier_name(lease.tier)
+            wait_s = max(started_ns / 1e9 - lease.batch_created_at, 0.0)
+            self._metrics.lease_wait.record(wait_s, {"priority": tier})
+            if not telemetry.traced("scheduler", lease.traceparent):
+                traceparents.append(lease.traceparent)
+                continue
+            span = telemetry.record_child_span(
+                "scheduler",
+                "batchgate.item.lease",
+                lease.traceparent,
+                {
+                    **telemetry.item_attributes(lease.batch_id, lease.index, lease.custom_id),
+                    "gen_ai.request.model": lease.model,
+                    "batchgate.lease.attempt": lease.attempt,
+                    "batchgate.lease.wait_s": round(wait_s, 3),
+                    "batchgate.executor.id": executor_id,
+                    "batchgate.priority": tier,
+                },
+                start_ns=started_ns,
+            )
+            traceparents.append(span)
+        return traceparents
 
     async def RenewLeases(
         self, request: scheduler_pb2.RenewLeasesRequest, context: grpc.aio.ServicerContext
