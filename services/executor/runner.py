@@ -88,6 +88,18 @@ class _Provider:
         return self.session
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One upstream call of an item: where it goes and what it sends."""
+
+    provider: _Provider
+    model: ModelConfig
+    request: UpstreamRequest
+    item: scheduler_pb2.LeasedItem
+    estimate: int
+    """Tokens it may use, for the key's tokens/min budget (0: no budget)."""
+
+
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
     if (ms := headers.get("retry-after-ms")) is not None:
@@ -201,16 +213,13 @@ class ItemRunner:
                 if last is None:  # an upstream's own answer says more than "cannot express it"
                     last = unsupported_answer(exc, _new_request_id()), model
                 continue
+            call = _Call(provider, model, request, item, estimate)
             for retry in range(policy.max_attempts):
                 calls += 1
                 if span is None:
-                    result, retry_after, latency_ms = await self._call(
-                        provider, model, request, item, estimate
-                    )
+                    result, retry_after, latency_ms = await self._call(call)
                 else:
-                    result, retry_after, latency_ms = await self._traced_call(
-                        provider, model, request, item, estimate, retry, calls
-                    )
+                    result, retry_after, latency_ms = await self._traced_call(call, retry, calls)
                 if isinstance(result, UpstreamAnswer) and 200 <= result.status_code < 300:
                     outcome = _success(item, result, model.name, provider.config.name, calls, latency_ms)
                     self._metrics.tokens(
@@ -240,53 +249,26 @@ class ItemRunner:
         result, model = last
         return _failure(item, result, model.name, model.provider, calls)
 
-    async def _traced_call(
-        self,
-        provider: _Provider,
-        model: ModelConfig,
-        request: UpstreamRequest,
-        item: scheduler_pb2.LeasedItem,
-        estimate: int,
-        retry: int,
-        number: int,
-    ) -> tuple[Result, float | None, int]:
+    async def _traced_call(self, call: _Call, retry: int, number: int) -> tuple[Result, float | None, int]:
         """`_call` as an attempt span of the item's trace."""
         record_content = self._settings.trace_record_content
         with spans.attempt(
-            item, model, provider.config, request.url, request.content, retry, number, record_content
+            call.item, call.model, call.provider.config, call.request, retry, number, record_content
         ) as span:
-            result, retry_after, latency_ms = await self._call(
-                provider, model, request, item, estimate, traced=True
-            )
+            result, retry_after, latency_ms = await self._call(call, traced=True)
             if isinstance(result, UpstreamAnswer):
-                ok = 200 <= result.status_code < 300
-                spans.end_attempt(
-                    span,
-                    result.status_code,
-                    result.parsed,
-                    result.request_id,
-                    None if ok else str(result.status_code),
-                    usage_of(result.parsed) if ok else None,
-                    record_content,
-                )
+                spans.end_attempt(span, result, None, record_content)
             else:
-                spans.end_attempt(span, 0, None, "", result.code, None, record_content)
+                spans.end_attempt(span, None, result.code, record_content)
             return result, retry_after, latency_ms
 
-    async def _call(
-        self,
-        provider: _Provider,
-        model: ModelConfig,
-        request: UpstreamRequest,
-        item: scheduler_pb2.LeasedItem,
-        estimate: int,
-        traced: bool = False,
-    ) -> tuple[Result, float | None, int]:
+    async def _call(self, call: _Call, traced: bool = False) -> tuple[Result, float | None, int]:
         """One upstream call: (what came back, its Retry-After, latency in ms)."""
+        provider, request = call.provider, call.request
         await provider.concurrency.acquire()
         rate_limited = False
         try:
-            key = await provider.keys.take(estimate)
+            key = await provider.keys.take(call.estimate)
             headers = {**request.headers, **provider.adapter.auth(key.secret)}
             started = time.monotonic()
             if traced:
@@ -302,20 +284,20 @@ class ItemRunner:
                 answered = await self._post(provider, request, headers)
             latency_ms = _ms_since(started)
             if isinstance(answered, TransportFailure):
-                self._observe(provider, model, item, time.monotonic() - started, 0, answered.code)
+                self._observe(call, time.monotonic() - started, 0, answered.code)
                 return answered, None, latency_ms
             status, response_headers, raw = answered
-            self._observe(provider, model, item, time.monotonic() - started, status, None)
+            self._observe(call, time.monotonic() - started, status, None)
             request_id = provider.adapter.request_id(response_headers) or _new_request_id()
-            answer = provider.adapter.answer(item.endpoint, status, raw, request_id)
+            answer = provider.adapter.answer(call.item.endpoint, status, raw, request_id)
             retry_after = retry_after_s(response_headers)
             if status == 429:
                 rate_limited = True
                 rest = retry_after if retry_after is not None else provider.config.rate_limit_cooldown_s
                 provider.keys.cool_down(key, rest)
-            elif estimate and 200 <= answer.status_code < 300:
+            elif call.estimate and 200 <= answer.status_code < 300:
                 usage = usage_of(answer.parsed)
-                key.correct(estimate, usage.prompt_tokens + usage.completion_tokens)
+                key.correct(call.estimate, usage.prompt_tokens + usage.completion_tokens)
             return answer, retry_after, latency_ms
         finally:
             provider.concurrency.release(rate_limited)
@@ -337,20 +319,12 @@ class ItemRunner:
         except aiohttp.ClientError as exc:
             return TransportFailure("connection_error", f"Could not reach the upstream: {exc!r}"[:500])
 
-    def _observe(
-        self,
-        provider: _Provider,
-        model: ModelConfig,
-        item: scheduler_pb2.LeasedItem,
-        seconds: float,
-        status: int,
-        failure: str | None,
-    ) -> None:
+    def _observe(self, call: _Call, seconds: float, status: int, failure: str | None) -> None:
         self._metrics.call(
-            telemetry.gen_ai_operation(item.endpoint),
-            model.name,
-            provider.config.name,
-            spans.provider_name(provider.config),
+            telemetry.gen_ai_operation(call.item.endpoint),
+            call.model.name,
+            call.provider.config.name,
+            spans.provider_name(call.provider.config),
             seconds,
             status,
             failure or (str(status) if status >= 400 else None),

@@ -21,6 +21,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from services.common import telemetry
 from services.common.config import ModelConfig, ProviderConfig
+from services.executor.upstream import UpstreamAnswer, UpstreamRequest
+from services.executor.usage import usage_of
 
 CONTENT_MAX_CHARS = 16384
 REQUEST_PARAMETERS = {
@@ -111,8 +113,7 @@ def attempt(
     item: scheduler_pb2.LeasedItem,
     model: ModelConfig,
     provider: ProviderConfig,
-    url: str,
-    content: bytes,
+    request: UpstreamRequest,
     retry: int,
     number: int,
     record_content: bool,
@@ -126,8 +127,8 @@ def attempt(
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": provider_name(provider),
         "gen_ai.request.model": upstream_model,
-        **_server(url),
-        **_request_attributes(content, record_content),
+        **_server(request.url),
+        **_request_attributes(request.content, record_content),
         "batchgate.model": model.name,
         "batchgate.provider": provider.name,
         "batchgate.retry": retry,
@@ -140,45 +141,44 @@ def attempt(
 
 
 def end_attempt(
-    span: trace.Span,
-    status: int,
-    parsed: Any,
-    request_id: str,
-    error: str | None,
-    usage: recorder_pb2.TokenUsage | None,
-    record_content: bool,
+    span: trace.Span, answer: UpstreamAnswer | None, failure: str | None, record_content: bool
 ) -> None:
-    """What came back: HTTP status (0: none), the answer in OpenAI's shape, its token usage."""
-    if status:
-        span.set_attribute("http.response.status_code", status)
-    if request_id:
-        span.set_attribute("batchgate.upstream.request_id", request_id)
-    if error is not None:
-        span.set_attribute("error.type", error)
-        span.set_status(Status(StatusCode.ERROR, error))
-    if isinstance(parsed, dict) and error is None:
-        if isinstance(parsed.get("id"), str):
-            span.set_attribute("gen_ai.response.id", parsed["id"])
-        if isinstance(parsed.get("model"), str):
-            span.set_attribute("gen_ai.response.model", parsed["model"])
-        choices = parsed.get("choices")
-        if isinstance(choices, list):
-            reasons = [c["finish_reason"] for c in choices if isinstance(c, dict) and c.get("finish_reason")]
-            if reasons:
-                span.set_attribute("gen_ai.response.finish_reasons", reasons)
-        if record_content:
-            given = next((parsed[k] for k in OUTPUT_KEYS if k in parsed), None)
-            if given is not None:
-                span.set_attribute("gen_ai.output.messages", _content(given))
-    if usage is not None:
-        span.set_attributes(
-            {
-                "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                "gen_ai.usage.output_tokens": usage.completion_tokens,
-                "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
-                "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
-            }
-        )
+    """What came back: an answer in OpenAI's shape (with its token usage), or the transport
+    failure that stood for one."""
+    if answer is None:
+        span.set_attribute("error.type", failure or "")
+        span.set_status(Status(StatusCode.ERROR, failure))
+        return
+    span.set_attribute("http.response.status_code", answer.status_code)
+    if answer.request_id:
+        span.set_attribute("batchgate.upstream.request_id", answer.request_id)
+    if not 200 <= answer.status_code < 300:
+        span.set_attribute("error.type", str(answer.status_code))
+        span.set_status(Status(StatusCode.ERROR, str(answer.status_code)))
+        return
+    parsed = answer.parsed
+    if isinstance(parsed.get("id"), str):
+        span.set_attribute("gen_ai.response.id", parsed["id"])
+    if isinstance(parsed.get("model"), str):
+        span.set_attribute("gen_ai.response.model", parsed["model"])
+    choices = parsed.get("choices")
+    if isinstance(choices, list):
+        reasons = [c["finish_reason"] for c in choices if isinstance(c, dict) and c.get("finish_reason")]
+        if reasons:
+            span.set_attribute("gen_ai.response.finish_reasons", reasons)
+    if record_content:
+        given = next((parsed[k] for k in OUTPUT_KEYS if k in parsed), None)
+        if given is not None:
+            span.set_attribute("gen_ai.output.messages", _content(given))
+    usage = usage_of(parsed)
+    span.set_attributes(
+        {
+            "gen_ai.usage.input_tokens": usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": usage.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
+            "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
+        }
+    )
 
 
 @contextlib.contextmanager
