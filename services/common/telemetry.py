@@ -63,6 +63,7 @@ SERVER_ERROR_CODES = frozenset(
 )
 
 _tracer_providers: dict[str, Any] = {}
+_tracers: dict[str, trace.Tracer] = {}  # one per provider: getting a tracer costs more than a span
 _meter_providers: dict[str, Any] = {}
 _prometheus_server: Any = None
 _item_ratio = 0.0
@@ -178,6 +179,7 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
             provider = TracerProvider(resource=resource, sampler=_sampler())
             provider.add_span_processor(_span_processor())
             _tracer_providers[service] = provider
+            _tracers[service] = provider.get_tracer(INSTRUMENTATION)
         readers: list[Any] = []
         if otlp_metrics:
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
@@ -203,6 +205,7 @@ def shutdown() -> None:
         except Exception:  # exiting anyway: a collector that is gone must not hide the real exit
             log.warning("telemetry shutdown failed", exc_info=True)
     _tracer_providers.clear()
+    _tracers.clear()
     _meter_providers.clear()
     if _prometheus_server is not None:
         server, _thread = _prometheus_server
@@ -216,8 +219,7 @@ def tracing(service: str) -> bool:
 
 
 def tracer(service: str) -> trace.Tracer:
-    provider = _tracer_providers.get(service)
-    return provider.get_tracer(INSTRUMENTATION) if provider is not None else trace.NoOpTracer()
+    return _tracers.get(service) or trace.NoOpTracer()
 
 
 def meter(service: str) -> metrics.Meter:

@@ -222,27 +222,14 @@ class ItemRunner:
                     result, retry_after, latency_ms = await self._traced_call(call, retry, calls)
                 if isinstance(result, UpstreamAnswer) and 200 <= result.status_code < 300:
                     outcome = _success(item, result, model.name, provider.config.name, calls, latency_ms)
-                    self._metrics.tokens(
-                        telemetry.gen_ai_operation(item.endpoint),
-                        model.name,
-                        provider.config.name,
-                        spans.provider_name(provider.config),
-                        outcome.usage,
-                    )
+                    self._metrics.tokens(model.name, provider.config.name, outcome.usage)
                     return outcome
                 last = result, model
                 if isinstance(result, UpstreamAnswer) and result.status_code not in RETRYABLE_STATUS:
                     return _failure(item, result, model.name, provider.config.name, calls)
                 if retry + 1 < policy.max_attempts:
                     reason = result.code if isinstance(result, TransportFailure) else str(result.status_code)
-                    self._metrics.retries.add(
-                        1,
-                        {
-                            "batchgate.provider": provider.config.name,
-                            "gen_ai.request.model": model.name,
-                            "reason": reason,
-                        },
-                    )
+                    self._metrics.retry(model.name, provider.config.name, reason)
                     own_wait = None if _status(result) == 429 else retry_after  # 429: the key rests
                     await asyncio.sleep(min(backoff_s(policy, retry, own_wait), provider.timeout_s))
         assert last is not None

@@ -171,14 +171,15 @@ def end_attempt(
         if given is not None:
             span.set_attribute("gen_ai.output.messages", _content(given))
     usage = usage_of(parsed)
-    span.set_attributes(
-        {
-            "gen_ai.usage.input_tokens": usage.prompt_tokens,
-            "gen_ai.usage.output_tokens": usage.completion_tokens,
-            "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
-            "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
-        }
-    )
+    tokens = {
+        "gen_ai.usage.input_tokens": usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": usage.completion_tokens,
+    }
+    if usage.cached_tokens:
+        tokens["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
+    if usage.reasoning_tokens:
+        tokens["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+    span.set_attributes(tokens)
 
 
 @contextlib.contextmanager

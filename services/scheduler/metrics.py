@@ -31,7 +31,8 @@ class SchedulerMetrics:
         self.lease_wait = meter.create_histogram(
             "batchgate.lease.wait",
             unit="s",
-            description="Time from a batch's creation to each lease of one of its items (queueing delay).",
+            description="Time from a batch's creation to a lease of its items (queueing delay); one "
+            "observation per batch per lease call.",
         )
         self.leases_rescued = meter.create_counter(
             "batchgate.leases.rescued",

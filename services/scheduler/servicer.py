@@ -99,11 +99,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         was stored)."""
         for tier, count in Counter(tier_name(lease.tier) for lease in leases).items():
             self._metrics.items_leased.add(count, {"priority": tier})
+        waited = {lease.batch_id: lease for lease in leases}  # one observation per batch and call
+        for lease in waited.values():
+            wait_s = max(started_ns / 1e9 - lease.batch_created_at, 0.0)
+            self._metrics.lease_wait.record(wait_s, {"priority": tier_name(lease.tier)})
         traceparents = []
         for lease in leases:
-            tier = tier_name(lease.tier)
-            wait_s = max(started_ns / 1e9 - lease.batch_created_at, 0.0)
-            self._metrics.lease_wait.record(wait_s, {"priority": tier})
             if not telemetry.traced("scheduler", lease.traceparent):
                 traceparents.append(lease.traceparent)
                 continue
@@ -115,9 +116,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                     **telemetry.item_attributes(lease.batch_id, lease.index, lease.custom_id),
                     "gen_ai.request.model": lease.model,
                     "batchgate.lease.attempt": lease.attempt,
-                    "batchgate.lease.wait_s": round(wait_s, 3),
+                    "batchgate.lease.wait_s": round(max(started_ns / 1e9 - lease.batch_created_at, 0.0), 3),
                     "batchgate.executor.id": executor_id,
-                    "batchgate.priority": tier,
+                    "batchgate.priority": tier_name(lease.tier),
                 },
                 start_ns=started_ns,
             )
