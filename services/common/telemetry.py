@@ -16,8 +16,8 @@ scheduler, executor and results continue it from that string (`record_child_span
 traced is decided once, at acceptance, by `trace_sample_ratio`: an unsampled item stores no
 traceparent, and no service makes a span object for it. Every other span follows its parent
 (parent-based sampling); roots other than items follow `OTEL_TRACES_SAMPLER`, except
-internal background calls (lease polls, result reports, finalize requests), which never
-start a trace.
+internal background calls (lease polls, result reports, finalize requests) and health
+probes, which never start a trace.
 
 No secret is recorded: spans carry only the attributes set explicitly in this code base, and
 none of them holds an API key, an upstream key or an Authorization header.
@@ -66,6 +66,7 @@ _tracer_providers: dict[str, Any] = {}
 _tracers: dict[str, trace.Tracer] = {}  # one per provider: getting a tracer costs more than a span
 _meter_providers: dict[str, Any] = {}
 _prometheus_server: Any = None
+_prometheus_tried = False
 _item_ratio = 0.0
 
 
@@ -138,17 +139,19 @@ def _span_processor() -> Any:
 
 def _prometheus_reader(port: int, host: str) -> Any | None:
     """A reader for one service's meter provider, served on the process's scrape endpoint."""
-    global _prometheus_server
+    global _prometheus_server, _prometheus_tried
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from prometheus_client import start_http_server
 
-    if _prometheus_server is None:
+    if not _prometheus_tried:  # the process's one endpoint (a taken port is said once)
+        _prometheus_tried = True
         try:
             _prometheus_server = start_http_server(port, addr=host)
+            log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
         except OSError as exc:
             log.warning("no Prometheus endpoint on %s:%d: %s", host, port, exc)
-            return None
-        log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
+    if _prometheus_server is None:
+        return None
     # One collector per service in the default registry: metric names differ between services,
     # and each series carries its service as the `service_name` label.
     return PrometheusMetricReader(
@@ -198,7 +201,7 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
 
 def shutdown() -> None:
     """Flush what is buffered (call on process exit)."""
-    global _prometheus_server
+    global _prometheus_server, _prometheus_tried
     for provider in (*_tracer_providers.values(), *_meter_providers.values()):
         try:
             provider.shutdown()
@@ -211,6 +214,7 @@ def shutdown() -> None:
         server, _thread = _prometheus_server
         server.shutdown()
         _prometheus_server = None
+    _prometheus_tried = False
 
 
 def tracing(service: str) -> bool:
