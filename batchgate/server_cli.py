@@ -81,9 +81,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
     settings = _settings(args)
     name = "+".join(args.services)
-    logs.setup(name, settings.log_level)
+    upstream_keys = [key for provider in settings.providers for key in provider.api_keys]
+    logs.setup(name, settings.log_level, settings.log_format, secrets=upstream_keys)
     faults.configure(settings.crash_at)
-    telemetry.setup(args.services[0] if len(args.services) == 1 else "core")
+    telemetry.setup(args.services, settings, args.index)
     uvloop.run(_serve(settings, args.services, args.index))
 
 
@@ -273,7 +274,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     from services.common import logs
 
     settings = _settings(args)
-    logs.setup("simulator", settings.log_level)
+    logs.setup("simulator", settings.log_level, settings.log_format)
     options = SimulatorOptions(
         latency_ms=settings.simulator_latency_ms if args.latency_ms is None else args.latency_ms,
         error_rate=args.error_rate,

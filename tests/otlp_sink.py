@@ -1,7 +1,8 @@
-"""A stand-in for the OpenTelemetry collector: a real OTLP/gRPC server that records who sent what.
+"""A stand-in for the OpenTelemetry collector: a real OTLP/gRPC server (the `TraceService` and
+`MetricsService` of `opentelemetry-proto`) that keeps every span and metric point it receives.
 
-Tests point `OTEL_EXPORTER_OTLP_ENDPOINT` at it to prove that the services export their
-telemetry where the deployment says it goes.
+Tests point `OTEL_EXPORTER_OTLP_ENDPOINT` at it to prove what the services export; the
+tracing benchmark uses it as its collector.
 """
 
 from __future__ import annotations
@@ -9,18 +10,59 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1 import common_pb2
+
+SPAN_KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
+STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+
+
+def attribute_value(value: common_pb2.AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [attribute_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: attribute_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind) if kind else None
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {kv.key: attribute_value(kv.value) for kv in pairs}
+
+
+@dataclass(frozen=True)
+class Span:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    """'' for a root span."""
+    kind: str
+    attributes: dict[str, Any]
+    links: list[tuple[str, str]]
+    """(trace id, span id) of each linked span."""
+    error: bool
+
+
+@dataclass(frozen=True)
+class Point:
+    service: str
+    metric: str
+    attributes: dict[str, Any]
+    value: float
+    """A sum's or gauge's value; a histogram's count."""
+    total: float = 0.0
+    """A histogram's sum."""
 
 
 def _service_name(resource: Any) -> str:
-    for attribute in resource.attributes:
-        if attribute.key == "service.name":
-            return str(attribute.value.string_value)
-    return ""
+    return str(_attributes(resource.attributes).get("service.name", ""))
 
 
 class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
@@ -28,10 +70,38 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
         self._sink = sink
 
     def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
-        for resource_spans in request.resource_spans:
-            count = sum(len(scope.spans) for scope in resource_spans.scope_spans)
-            self._sink.record(self._sink.spans, resource_spans.resource, count)
+        spans = [
+            Span(
+                service=_service_name(resource_spans.resource),
+                name=s.name,
+                trace_id=s.trace_id.hex(),
+                span_id=s.span_id.hex(),
+                parent_span_id=s.parent_span_id.hex(),
+                kind=SPAN_KINDS.get(s.kind, str(s.kind)),
+                attributes=_attributes(s.attributes),
+                links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
+                error=s.status.code == STATUS_ERROR,
+            )
+            for resource_spans in request.resource_spans
+            for scope in resource_spans.scope_spans
+            for s in scope.spans
+        ]
+        self._sink.add(spans, [])
         return trace_service_pb2.ExportTraceServiceResponse()
+
+
+def _points(service: str, metric: Any) -> list[Point]:
+    kind = metric.WhichOneof("data")
+    points = []
+    for point in getattr(metric, kind).data_points:
+        if kind in ("sum", "gauge"):
+            value = float(point.as_int if point.HasField("as_int") else point.as_double)
+            points.append(Point(service, metric.name, _attributes(point.attributes), value))
+        else:
+            points.append(
+                Point(service, metric.name, _attributes(point.attributes), float(point.count), point.sum)
+            )
+    return points
 
 
 class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
@@ -39,9 +109,14 @@ class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
         self._sink = sink
 
     def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
-        for resource_metrics in request.resource_metrics:
-            count = sum(len(scope.metrics) for scope in resource_metrics.scope_metrics)
-            self._sink.record(self._sink.metrics, resource_metrics.resource, count)
+        points = [
+            point
+            for resource_metrics in request.resource_metrics
+            for scope in resource_metrics.scope_metrics
+            for metric in scope.metrics
+            for point in _points(_service_name(resource_metrics.resource), metric)
+        ]
+        self._sink.add([], points)
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
 
@@ -50,18 +125,34 @@ class OtlpSink:
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.spans: Counter[str] = Counter()
-        """Spans received per `service.name`."""
-        self.metrics: Counter[str] = Counter()
-        """Metrics received per `service.name`."""
+        self._spans: list[Span] = []
+        self._points: list[Point] = []
         self._lock = threading.Lock()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self), self._server)
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Metrics(self), self._server)
 
-    def record(self, counter: Counter[str], resource: Any, count: int) -> None:
+    def add(self, spans: list[Span], points: list[Point]) -> None:
         with self._lock:
-            counter[_service_name(resource)] += count
+            self._spans += spans
+            self._points += points
+
+    def spans(self) -> list[Span]:
+        with self._lock:
+            return list(self._spans)
+
+    @property
+    def span_count(self) -> int:
+        with self._lock:
+            return len(self._spans)
+
+    def services(self) -> Counter[str]:
+        """Spans received per `service.name`."""
+        return Counter(span.service for span in self.spans())
+
+    def points(self, metric: str | None = None) -> list[Point]:
+        with self._lock:
+            return [p for p in self._points if metric is None or p.metric == metric]
 
     def __enter__(self) -> OtlpSink:
         self._server.add_insecure_port(f"127.0.0.1:{self.port}")

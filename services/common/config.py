@@ -102,6 +102,7 @@ class ModelConfig:
     """Endpoints this model serves; empty means every supported endpoint."""
 
 
+LOG_FORMATS = ("auto", "json", "text")
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 SIMULATED_PROVIDER = "simulated"
 
@@ -287,8 +288,32 @@ class Settings:
         "Test hook: comma-separated crash points (services/common/faults.py) at which the "
         "process exits abruptly. Never set in production.",
     )
-    # --- logs --------------------------------------------------------------------------
+    # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
+    log_format: str = _setting(
+        "auto",
+        "BATCHGATE_LOG_FORMAT",
+        "`json` (one object per line, with trace and span ids), `text`, or `auto`: JSON unless "
+        "stderr is a terminal.",
+    )
+    trace_sample_ratio: float = _setting(
+        1.0,
+        "BATCHGATE_TRACE_SAMPLE_RATIO",
+        "Share of items (0–1) that get a trace when traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`). "
+        "Decided once when the item is accepted; every service follows that decision.",
+    )
+    trace_record_content: bool = _setting(
+        False,
+        "BATCHGATE_TRACE_RECORD_CONTENT",
+        "Record prompts and completions in the executor's spans of traced items "
+        "(`gen_ai.input.messages`, `gen_ai.output.messages`). Off: no content leaves in telemetry.",
+    )
+    metrics_port: int = _setting(
+        0,
+        "BATCHGATE_METRICS_PORT",
+        "Prometheus scrape port (`/metrics`) of a service process, on `BATCHGATE_HOST`; executor N "
+        "uses port+1+N. 0: no scrape endpoint (metrics still go over OTLP when an endpoint is set).",
+    )
     # --- from the YAML file only -----------------------------------------------------------
     retry: RetryPolicy = field(default_factory=RetryPolicy, metadata={"doc": "Retry policy (YAML `retry:`)."})
     providers: tuple[ProviderConfig, ...] = field(default=(), metadata={"doc": "YAML `providers:` list."})
@@ -311,6 +336,13 @@ class Settings:
         if raw:
             return [a.strip() for a in raw.split(",") if a.strip()]
         return [f"127.0.0.1:{getattr(self, f'{service}_port')}"]
+
+    def metrics_port_of(self, services: tuple[str, ...] | list[str], executor_index: int = 0) -> int:
+        """The scrape port of a process hosting `services` (0: none): executors are offset so
+        that several of them and the core process fit on one host."""
+        if not self.metrics_port or list(services) != ["executor"]:
+            return self.metrics_port
+        return self.metrics_port + 1 + executor_index
 
     def batch_discount(self, priority_tier: int) -> float:
         """The discount of a batch created in `priority_tier` (0 standard, 1 expedited)."""
@@ -351,9 +383,22 @@ def _expand(value: str, environ: Mapping[str, str]) -> str:
     return _ENV_REF.sub(lambda m: environ.get(m.group(1), ""), value)
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in _TRUE + _FALSE:
+        raise ValueError(f"expected true or false, not {raw!r}")
+    return text in _TRUE
+
+
 def _cast(raw: Any, type_name: str) -> Any:
-    """Settings' annotations are strings (postponed evaluation): int, float or str."""
-    return {"int": int, "float": float}.get(type_name, str)(raw)
+    """Settings' annotations are strings (postponed evaluation): int, float, bool or str."""
+    return {"int": int, "float": float, "bool": _bool}.get(type_name, str)(raw)
 
 
 def _simulated_catalogue(settings: Settings) -> tuple[tuple[ProviderConfig, ...], tuple[ModelConfig, ...]]:
@@ -489,6 +534,12 @@ def _check_values(settings: Settings) -> None:
     for name in ("batch_discount_standard", "batch_discount_expedited"):
         if not 0.0 <= getattr(settings, name) <= 1.0:
             raise ValueError(f"{name} must be between 0 and 1")
+    if not 0.0 <= settings.trace_sample_ratio <= 1.0:
+        raise ValueError("trace_sample_ratio must be between 0 and 1")
+    if settings.log_format not in LOG_FORMATS:
+        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}")
+    if not 0 <= settings.metrics_port <= 65535:
+        raise ValueError("metrics_port must be a port number (0: off)")
     try:
         _ = settings.webhook_allowed_network_list
     except ValueError as exc:

@@ -59,7 +59,8 @@ class ServiceHost:
     """Cleanup after the server stopped (close channels and clients)."""
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: errors.ApiError) -> None:
+async def _abort(context: grpc.aio.ServicerContext, exc: errors.ApiError, span: Any) -> None:
+    telemetry.set_rpc_status(span, exc.grpc_code, server=True)
     await context.abort(exc.grpc_code, exc.message, trailing_metadata=exc.trailing_metadata())
 
 
@@ -69,7 +70,8 @@ def _internal_error(method: str) -> errors.ApiError:
 
 
 class _Wrapper(grpc.aio.ServerInterceptor):
-    def __init__(self, verifier: auth.KeyVerifier | None) -> None:
+    def __init__(self, service: str, verifier: auth.KeyVerifier | None) -> None:
+        self._service = service
         self._verifier = verifier
 
     async def intercept_service(
@@ -88,34 +90,39 @@ class _Wrapper(grpc.aio.ServerInterceptor):
                 metadata = context.invocation_metadata() or ()
                 auth.current_principal.set(await verifier.verify(auth.key_from_metadata(metadata)))
 
+        service = self._service
+
         def guard(behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                with telemetry.server_span(method, context):
+                with telemetry.server_span(service, method, context) as span:
                     try:
                         await enter(context)
-                        return await behaviour(request, context)
+                        answer = await behaviour(request, context)
+                        telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
+                        return answer
                     except errors.ApiError as exc:
-                        await _abort(context, exc)
+                        await _abort(context, exc, span)
                     except (grpc.aio.AbortError, asyncio.CancelledError):
                         raise
                     except Exception:
-                        await _abort(context, _internal_error(method))
+                        await _abort(context, _internal_error(method), span)
 
             return call
 
         def guard_stream(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                with telemetry.server_span(method, context):
+                with telemetry.server_span(service, method, context) as span:
                     try:
                         await enter(context)
                         async for message in behaviour(request, context):
                             yield message
+                        telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
                     except errors.ApiError as exc:
-                        await _abort(context, exc)
+                        await _abort(context, exc, span)
                     except (grpc.aio.AbortError, asyncio.CancelledError):
                         raise
                     except Exception:
-                        await _abort(context, _internal_error(method))
+                        await _abort(context, _internal_error(method), span)
 
             return call
 
@@ -150,7 +157,8 @@ async def run_hosts(
     try:
         for host in hosts:
             server = grpc.aio.server(
-                interceptors=[_Wrapper(verifier if host.public else None)], options=channel_options(settings)
+                interceptors=[_Wrapper(host.name, verifier if host.public else None)],
+                options=channel_options(settings),
             )
             names = host.register(server)
             health = health_aio.HealthServicer()

@@ -20,8 +20,9 @@ def _is_ip(addr: str) -> bool:
     return True
 
 
-def channel(settings: Settings, service: str) -> grpc.aio.Channel:
-    """A channel to every replica of `service`, balancing calls round-robin.
+def channel(settings: Settings, service: str, caller: str) -> grpc.aio.Channel:
+    """A channel from `caller` to every replica of `service`, balancing calls round-robin (each
+    call carries the trace context and, when `caller` traces, gets a client span).
 
     Several replicas are given either as a list of IP:port (`BATCHGATE_<SERVICE>_ADDRS`) or
     as one DNS name that resolves to all of them (compose's scaled services).
@@ -34,4 +35,6 @@ def channel(settings: Settings, service: str) -> grpc.aio.Channel:
     else:
         target = addrs[0]
     options = [*channel_options(settings), ("grpc.lb_policy_name", "round_robin")]
-    return grpc.aio.insecure_channel(target, options=options, interceptors=telemetry.client_interceptors())
+    return grpc.aio.insecure_channel(
+        target, options=options, interceptors=telemetry.client_interceptors(caller)
+    )

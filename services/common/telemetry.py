@@ -1,9 +1,26 @@
-"""OpenTelemetry setup and the trace-context plumbing between services.
+"""OpenTelemetry: tracer and meter setup, item traces, and the trace context between services.
 
-`setup()` configures the SDK from the standard `OTEL_*` environment (exporting only when
-`OTEL_EXPORTER_OTLP_ENDPOINT` is set); without it the API's no-op tracer is used and spans
-cost next to nothing. gRPC metadata carries W3C `traceparent` both ways: client calls inject
-it (`client_interceptors`), server handlers continue it (`server_span`).
+Configuration is the standard `OTEL_*` environment: spans and metrics go out over OTLP/gRPC
+when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variant) is set and not at all
+otherwise; `OTEL_SDK_DISABLED=true` or `OTEL_{TRACES,METRICS}_EXPORTER=none` turn a signal
+off, and the exporter and batch processor read their own `OTEL_EXPORTER_OTLP_*` / `OTEL_BSP_*`
+variables. Each hosted service gets its own tracer and meter provider with
+`service.name = batchgate-<service>`, so the embedded process that hosts ingest, scheduler and
+results still shows three services. Metrics are also served for Prometheus when
+`metrics_port` is set.
+
+Every item has its own trace. Ingest starts it when it accepts the item (`start_item_trace`,
+linked to the create call's span) and stores its W3C `traceparent` with the item; the
+scheduler, executor and results continue it from that string (`record_child_span`,
+`child_span`), each handing the next one its own span's traceparent. Whether an item is
+traced is decided once, at acceptance, by `trace_sample_ratio`: an unsampled item stores no
+traceparent, and no service makes a span object for it. Every other span follows its parent
+(parent-based sampling); roots other than items follow `OTEL_TRACES_SAMPLER`, except
+internal background calls (lease polls, result reports, finalize requests) and health
+probes, which never start a trace.
+
+No secret is recorded: spans carry only the attributes set explicitly in this code base, and
+none of them holds an API key, an upstream key or an Authorization header.
 """
 
 from __future__ import annotations
@@ -11,95 +28,380 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from services.common.config import Settings
 
 log = logging.getLogger(__name__)
 
-_provider: Any = None
+INSTRUMENTATION = "batchgate"
+ITEM_ACCEPT = "batchgate.item.accept"
+"""The span that opens an item's trace (ingest)."""
+UNTRACED_ROOTS = ("batchgate.internal.", "grpc.health.")
+"""Calls that never start a trace: background work between services, health probes."""
+# A full batch of spans per export and room for bursts (an accepted batch opens one trace per
+# item at once); the OTEL_BSP_* variables override both.
+SPAN_QUEUE = 16384
+SPAN_EXPORT_BATCH = 2048
+# gRPC codes a server span marks as errors (the caller's mistakes are not the server's).
+SERVER_ERROR_CODES = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DATA_LOSS,
+    }
+)
+
+_tracer_providers: dict[str, Any] = {}
+_tracers: dict[str, trace.Tracer] = {}  # one per provider: getting a tracer costs more than a span
+_meter_providers: dict[str, Any] = {}
+_prometheus_server: Any = None
+_prometheus_tried = False
+_item_ratio = 0.0
 
 
-def setup(service: str) -> None:
-    """Configure tracing for this process as `batchgate-<service>` (idempotent)."""
-    global _provider
-    if _provider is not None or not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        return
+def _env_on(signal: str) -> bool:
+    """Whether OTLP export of `signal` (TRACES, METRICS) is configured and not switched off."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if os.environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() == "none":
+        return False
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+    )
+
+
+def _service_name(service: str, hosted: Sequence[str]) -> str:
+    """`batchgate-<service>`; `OTEL_SERVICE_NAME` renames a process that hosts one service."""
+    override = os.environ.get("OTEL_SERVICE_NAME")
+    return override if override and len(hosted) == 1 else f"batchgate-{service}"
+
+
+def _sampler() -> Any:
+    from opentelemetry.sdk.trace.sampling import (
+        Decision,
+        ParentBased,
+        Sampler,
+        SamplingResult,
+        _get_from_env_or_default,
+    )
+
+    configured = _get_from_env_or_default()
+
+    class RootSampler(Sampler):
+        """Roots only (children follow their parent): an item root is sampled (the caller
+        decided already), an internal background call or a health probe never, anything else
+        as configured."""
+
+        def should_sample(
+            self,
+            parent_context: Any,
+            trace_id: int,
+            name: str,
+            kind: Any = None,
+            attributes: Any = None,
+            links: Any = None,
+            trace_state: Any = None,
+        ) -> SamplingResult:
+            if name == ITEM_ACCEPT:
+                return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+            if name.startswith(UNTRACED_ROOTS):
+                return SamplingResult(Decision.DROP)
+            return configured.should_sample(
+                parent_context, trace_id, name, kind, attributes, links, trace_state
+            )
+
+        def get_description(self) -> str:
+            return f"BatchgateRoot({configured.get_description()})"
+
+    return ParentBased(root=RootSampler())
+
+
+def _span_processor() -> Any:
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"batchgate-{service}")})
-    resource = resource.merge(OTELResourceDetector().detect())
-    _provider = TracerProvider(resource=resource)
-    _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    trace.set_tracer_provider(_provider)
-    log.info("tracing to %s", os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or SPAN_QUEUE)
+    batch = int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") or min(SPAN_EXPORT_BATCH, queue))
+    return BatchSpanProcessor(OTLPSpanExporter(), max_queue_size=queue, max_export_batch_size=batch)
+
+
+def _prometheus_reader(port: int, host: str) -> Any | None:
+    """A reader for one service's meter provider, served on the process's scrape endpoint."""
+    global _prometheus_server, _prometheus_tried
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from prometheus_client import start_http_server
+
+    if not _prometheus_tried:  # the process's one endpoint (a taken port is said once)
+        _prometheus_tried = True
+        try:
+            _prometheus_server = start_http_server(port, addr=host)
+            log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
+        except OSError as exc:
+            log.warning("no Prometheus endpoint on %s:%d: %s", host, port, exc)
+    if _prometheus_server is None:
+        return None
+    # One collector per service in the default registry: metric names differ between services,
+    # and each series carries its service as the `service_name` label.
+    return PrometheusMetricReader(
+        disable_target_info=True,
+        scope_info_enabled=False,
+        resource_attribute_filter=lambda key: key == "service.name",
+    )
+
+
+def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) -> None:
+    """Configure tracing and metrics for each service this process hosts (once per process)."""
+    global _item_ratio
+    from opentelemetry.sdk.resources import Resource
+
+    _item_ratio = settings.trace_sample_ratio
+    traces = _env_on("TRACES")
+    otlp_metrics = _env_on("METRICS")
+    port = settings.metrics_port_of(services, executor_index)
+    for service in services:
+        if service in _tracer_providers or service in _meter_providers:
+            continue
+        resource = Resource.create(
+            {"service.name": _service_name(service, services), "service.namespace": "batchgate"}
+        )
+        if traces:
+            from opentelemetry.sdk.trace import TracerProvider
+
+            provider = TracerProvider(resource=resource, sampler=_sampler())
+            provider.add_span_processor(_span_processor())
+            _tracer_providers[service] = provider
+            _tracers[service] = provider.get_tracer(INSTRUMENTATION)
+        readers: list[Any] = []
+        if otlp_metrics:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+        if port and (prometheus := _prometheus_reader(port, settings.host)) is not None:
+            readers.append(prometheus)
+        if readers:
+            from opentelemetry.sdk.metrics import MeterProvider
+
+            _meter_providers[service] = MeterProvider(resource=resource, metric_readers=readers)
+    if traces:
+        log.info("tracing %s; items sampled at %g", ", ".join(services), _item_ratio)
 
 
 def shutdown() -> None:
-    """Flush spans still buffered (call on process exit)."""
-    if _provider is not None:
-        _provider.shutdown()
+    """Flush what is buffered (call on process exit)."""
+    global _prometheus_server, _prometheus_tried
+    for provider in (*_tracer_providers.values(), *_meter_providers.values()):
+        try:
+            provider.shutdown()
+        except Exception:  # exiting anyway: a collector that is gone must not hide the real exit
+            log.warning("telemetry shutdown failed", exc_info=True)
+    _tracer_providers.clear()
+    _tracers.clear()
+    _meter_providers.clear()
+    if _prometheus_server is not None:
+        server, _thread = _prometheus_server
+        server.shutdown()
+        _prometheus_server = None
+    _prometheus_tried = False
 
 
-tracer = trace.get_tracer("batchgate")
+def tracing(service: str) -> bool:
+    """Whether `service` records spans in this process."""
+    return service in _tracer_providers
 
 
-class _MetadataGetter:
-    def get(self, carrier: dict[str, str], key: str) -> list[str] | None:
-        value = carrier.get(key)
-        return [value] if value is not None else None
+def tracer(service: str) -> trace.Tracer:
+    return _tracers.get(service) or trace.NoOpTracer()
 
-    def keys(self, carrier: dict[str, str]) -> list[str]:
-        return list(carrier)
+
+def meter(service: str) -> metrics.Meter:
+    """`service`'s meter; a no-op one when its metrics go nowhere."""
+    provider = _meter_providers.get(service)
+    return provider.get_meter(INSTRUMENTATION) if provider is not None else metrics.NoOpMeter(INSTRUMENTATION)
+
+
+# --- items ------------------------------------------------------------------------------------
+
+
+def item_attributes(batch_id: str, index: int, custom_id: str) -> dict[str, Any]:
+    """What every span of an item carries, whatever the service."""
+    return {"batch.id": batch_id, "item.index": index, "item.custom_id": custom_id}
+
+
+GEN_AI_OPERATIONS = {
+    "/v1/chat/completions": "chat",
+    "/v1/responses": "chat",
+    "/v1/completions": "text_completion",
+    "/v1/embeddings": "embeddings",
+}
+
+
+def gen_ai_operation(endpoint: str) -> str:
+    """`gen_ai.operation.name` (GenAI semantic conventions) of a batch endpoint."""
+    return GEN_AI_OPERATIONS.get(endpoint, "chat")
+
+
+def sampled(traceparent: str | None) -> bool:
+    """Whether a stored traceparent names a sampled span (its flags' lowest bit; the next one
+    is W3C's "random trace id" flag)."""
+    return bool(traceparent) and int(traceparent[-2:], 16) & 1 == 1  # type: ignore[index]
+
+
+def traced(service: str, traceparent: str | None) -> bool:
+    """Whether `service` records spans in the trace of a stored traceparent (an item's, a
+    batch's create call)."""
+    return sampled(traceparent) and service in _tracer_providers
+
+
+def traceparent_of(span: trace.Span) -> str:
+    ctx = span.get_span_context()
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def _parent(traceparent: str) -> otel_context.Context:
+    """The context whose current span is the (remote) span a traceparent names."""
+    _version, trace_id, span_id, flags = traceparent.split("-")
+    remote = SpanContext(int(trace_id, 16), int(span_id, 16), True, TraceFlags(int(flags, 16)))
+    return trace.set_span_in_context(NonRecordingSpan(remote), otel_context.Context())
+
+
+def sample_new_item(service: str) -> bool:
+    """Whether to trace an item being accepted (`trace_sample_ratio`); ask before building
+    anything for its trace, so an untraced item costs one random number."""
+    return service in _tracer_providers and random.random() < _item_ratio
+
+
+def start_item_trace(service: str, attributes: Mapping[str, Any]) -> str:
+    """Open a sampled item's trace: a root span, linked to the current span (the create call),
+    ended at once. Returns its traceparent, to store with the item."""
+    create = trace.get_current_span().get_span_context()
+    span = tracer(service).start_span(
+        ITEM_ACCEPT,
+        context=otel_context.Context(),
+        attributes=attributes,
+        links=[Link(create)] if create.is_valid and create.trace_flags.sampled else None,
+    )
+    span.end()
+    return traceparent_of(span)
+
+
+def record_child_span(
+    service: str,
+    name: str,
+    traceparent: str | None,
+    attributes: Mapping[str, Any],
+    start_ns: int | None = None,
+) -> str | None:
+    """A finished span (from `start_ns` to now), child of the stored span `traceparent` names;
+    returns the new span's traceparent (None when that trace is not sampled, or when `service`
+    does not trace)."""
+    if not traced(service, traceparent):
+        return None
+    span = tracer(service).start_span(
+        name,
+        context=_parent(traceparent),
+        attributes=attributes,
+        start_time=start_ns,  # type: ignore[arg-type]
+    )
+    span.end()
+    return traceparent_of(span)
 
 
 @contextlib.contextmanager
-def server_span(method: str, context: grpc.aio.ServicerContext) -> Iterator[None]:
-    """Continue the caller's trace for the duration of one handler."""
+def child_span(
+    service: str, name: str, traceparent: str | None, attributes: Mapping[str, Any]
+) -> Iterator[trace.Span | None]:
+    """A child of the stored span `traceparent` names, current for the block (so spans and logs
+    inside it join the trace); yields None, and costs nothing, when that trace is not sampled."""
+    if not traced(service, traceparent):
+        yield None
+        return
+    with tracer(service).start_as_current_span(
+        name,
+        context=_parent(traceparent),  # type: ignore[arg-type]
+        attributes=attributes,
+    ) as span:
+        yield span
+
+
+def current_traceparent() -> str:
+    """The current span's traceparent when it is sampled, else ''."""
+    span = trace.get_current_span()
+    return traceparent_of(span) if span.get_span_context().trace_flags.sampled else ""
+
+
+# --- gRPC --------------------------------------------------------------------------------------
+
+
+def _rpc_attributes(method: str) -> dict[str, Any]:
+    rpc_service, _, rpc_method = method.lstrip("/").rpartition("/")
+    return {"rpc.system": "grpc", "rpc.service": rpc_service, "rpc.method": rpc_method}
+
+
+def set_rpc_status(span: trace.Span | None, code: grpc.StatusCode, server: bool) -> None:
+    """RPC semantic conventions: the gRPC status as an attribute; an error status for every
+    failed call on the client side, and for the server's own failures on the server side."""
+    if span is None or not span.is_recording():
+        return
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code != grpc.StatusCode.OK and (not server or code in SERVER_ERROR_CODES):
+        span.set_status(Status(StatusCode.ERROR, code.name))
+
+
+@contextlib.contextmanager
+def server_span(service: str, method: str, context: grpc.aio.ServicerContext) -> Iterator[trace.Span | None]:
+    """A server span for one handler of `service`, continuing the caller's trace (W3C
+    `traceparent` in the call's metadata)."""
+    if service not in _tracer_providers:
+        yield None
+        return
     carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-    parent = propagate.extract(carrier, getter=_MetadataGetter())  # type: ignore[arg-type]
-    service, _, name = method.lstrip("/").rpartition("/")
-    with tracer.start_as_current_span(
-        f"{service}/{name}",
-        context=parent,
-        kind=trace.SpanKind.SERVER,
-        attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
-    ):
-        yield
-
-
-def inject_metadata() -> list[tuple[str, str]]:
-    """The current trace context as gRPC metadata."""
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    return list(carrier.items())
+    with tracer(service).start_as_current_span(
+        method.lstrip("/"),
+        context=propagate.extract(carrier),
+        kind=SpanKind.SERVER,
+        attributes=_rpc_attributes(method),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span
 
 
 class _ClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
+    """A client span per call and the trace context in its metadata (every internal call is
+    unary)."""
+
+    def __init__(self, service: str) -> None:
+        self._service = service
+
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        metadata = list(details.metadata or ()) + inject_metadata()
-        details = details._replace(metadata=metadata) if hasattr(details, "_replace") else details
-        return await continuation(details, request)
+        if self._service not in _tracer_providers:
+            return await continuation(details, request)
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        with tracer(self._service).start_as_current_span(
+            method.lstrip("/"), kind=SpanKind.CLIENT, attributes=_rpc_attributes(method)
+        ) as span:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            call = await continuation(
+                details._replace(metadata=[*(details.metadata or ()), *carrier.items()]), request
+            )
+            set_rpc_status(span, await call.code(), server=False)
+            return call
 
 
-def client_interceptors() -> list[grpc.aio.ClientInterceptor]:
-    return [_ClientInterceptor()]
-
-
-def attach_traceparent(traceparent: str | None) -> object | None:
-    """Make an item's stored trace current; returns a token for `detach`."""
-    if not traceparent:
-        return None
-    ctx = propagate.extract({"traceparent": traceparent})
-    return otel_context.attach(ctx)
-
-
-def detach(token: object | None) -> None:
-    if token is not None:
-        otel_context.detach(token)  # type: ignore[arg-type]
+def client_interceptors(service: str) -> list[grpc.aio.ClientInterceptor]:
+    """Interceptors for the channels `service` calls other services on."""
+    return [_ClientInterceptor(service)]

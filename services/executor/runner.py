@@ -31,11 +31,15 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
+from opentelemetry import trace
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
+from services.common import telemetry
 from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings
+from services.executor import spans
 from services.executor.anthropic import AnthropicMessages
 from services.executor.limits import AdaptiveConcurrency, KeyPool
+from services.executor.metrics import ExecutorMetrics
 from services.executor.upstream import (
     Adapter,
     OpenAICompatible,
@@ -84,6 +88,18 @@ class _Provider:
         return self.session
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One upstream call of an item: where it goes and what it sends."""
+
+    provider: _Provider
+    model: ModelConfig
+    request: UpstreamRequest
+    item: scheduler_pb2.LeasedItem
+    estimate: int
+    """Tokens it may use, for the key's tokens/min budget (0: no budget)."""
+
+
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
     if (ms := headers.get("retry-after-ms")) is not None:
@@ -118,8 +134,9 @@ def _new_request_id() -> str:
 
 
 class ItemRunner:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, metrics: ExecutorMetrics | None = None) -> None:
         self._settings = settings
+        self._metrics = metrics or ExecutorMetrics()
         self._providers: dict[str, _Provider] = {}
         share = max(settings.executors, 1)  # budgets are per deployment; this executor's part
         for config in settings.providers:
@@ -164,6 +181,20 @@ class ItemRunner:
             return 0
 
     async def run(self, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+        """Run the item; a traced item's run is a span in its trace, and the outcome carries
+        that span's traceparent (results records under it)."""
+        if not telemetry.traced("executor", item.traceparent):
+            return _logged(item, await self._run(item, None))
+        with telemetry.child_span(
+            "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
+        ) as span:
+            assert span is not None
+            outcome = await self._run(item, span)
+            spans.end_run(span, outcome)
+            outcome.traceparent = telemetry.traceparent_of(span)
+            return _logged(item, outcome)
+
+    async def _run(self, item: scheduler_pb2.LeasedItem, span: trace.Span | None) -> recorder_pb2.Outcome:
         chain = self._chain(item.model)
         if not chain:
             failure = TransportFailure("model_not_found", f"The model {item.model!r} is not configured.")
@@ -182,57 +213,123 @@ class ItemRunner:
                 if last is None:  # an upstream's own answer says more than "cannot express it"
                     last = unsupported_answer(exc, _new_request_id()), model
                 continue
+            call = _Call(provider, model, request, item, estimate)
             for retry in range(policy.max_attempts):
-                result, retry_after, latency_ms = await self._call(provider, request, item.endpoint, estimate)
                 calls += 1
+                if span is None:
+                    result, retry_after, latency_ms = await self._call(call)
+                else:
+                    result, retry_after, latency_ms = await self._traced_call(call, retry, calls)
                 if isinstance(result, UpstreamAnswer) and 200 <= result.status_code < 300:
-                    return _success(item, result, model.name, provider.config.name, calls, latency_ms)
+                    outcome = _success(item, result, model.name, provider.config.name, calls, latency_ms)
+                    self._metrics.tokens(model.name, provider.config.name, outcome.usage)
+                    return outcome
                 last = result, model
                 if isinstance(result, UpstreamAnswer) and result.status_code not in RETRYABLE_STATUS:
                     return _failure(item, result, model.name, provider.config.name, calls)
                 if retry + 1 < policy.max_attempts:
+                    reason = result.code if isinstance(result, TransportFailure) else str(result.status_code)
+                    self._metrics.retry(model.name, provider.config.name, reason)
                     own_wait = None if _status(result) == 429 else retry_after  # 429: the key rests
                     await asyncio.sleep(min(backoff_s(policy, retry, own_wait), provider.timeout_s))
         assert last is not None
         result, model = last
         return _failure(item, result, model.name, model.provider, calls)
 
-    async def _call(
-        self, provider: _Provider, request: UpstreamRequest, endpoint: str, estimate: int
-    ) -> tuple[Result, float | None, int]:
+    async def _traced_call(self, call: _Call, retry: int, number: int) -> tuple[Result, float | None, int]:
+        """`_call` as an attempt span of the item's trace."""
+        record_content = self._settings.trace_record_content
+        with spans.attempt(
+            call.item, call.model, call.provider.config, call.request, retry, number, record_content
+        ) as span:
+            result, retry_after, latency_ms = await self._call(call, traced=True)
+            if isinstance(result, UpstreamAnswer):
+                spans.end_attempt(span, result, None, record_content)
+            else:
+                spans.end_attempt(span, None, result.code, record_content)
+            return result, retry_after, latency_ms
+
+    async def _call(self, call: _Call, traced: bool = False) -> tuple[Result, float | None, int]:
         """One upstream call: (what came back, its Retry-After, latency in ms)."""
+        provider, request = call.provider, call.request
         await provider.concurrency.acquire()
         rate_limited = False
         try:
-            key = await provider.keys.take(estimate)
+            key = await provider.keys.take(call.estimate)
             headers = {**request.headers, **provider.adapter.auth(key.secret)}
             started = time.monotonic()
-            try:
-                async with (
-                    asyncio.timeout(provider.timeout_s),
-                    provider.http().post(request.url, data=request.content, headers=headers) as response,
-                ):
-                    raw = await response.read()
-            except TimeoutError:
-                message = f"The upstream did not answer within {provider.timeout_s:g} s."
-                return TransportFailure("request_timeout", message), None, _ms_since(started)
-            except aiohttp.ClientError as exc:
-                message = f"Could not reach the upstream: {exc!r}"[:500]
-                return TransportFailure("connection_error", message), None, _ms_since(started)
+            if traced:
+                with spans.http_call(request.url, headers, len(request.content)) as http_span:
+                    answered = await self._post(provider, request, headers)
+                    spans.end_http(
+                        http_span,
+                        answered[0] if isinstance(answered, tuple) else 0,
+                        answered[1] if isinstance(answered, tuple) else None,
+                        answered.code if isinstance(answered, TransportFailure) else None,
+                    )
+            else:
+                answered = await self._post(provider, request, headers)
             latency_ms = _ms_since(started)
-            request_id = provider.adapter.request_id(response.headers) or _new_request_id()
-            answer = provider.adapter.answer(endpoint, response.status, raw, request_id)
-            retry_after = retry_after_s(response.headers)
-            if response.status == 429:
+            if isinstance(answered, TransportFailure):
+                self._observe(call, time.monotonic() - started, 0, answered.code)
+                return answered, None, latency_ms
+            status, response_headers, raw = answered
+            self._observe(call, time.monotonic() - started, status, None)
+            request_id = provider.adapter.request_id(response_headers) or _new_request_id()
+            answer = provider.adapter.answer(call.item.endpoint, status, raw, request_id)
+            retry_after = retry_after_s(response_headers)
+            if status == 429:
                 rate_limited = True
                 rest = retry_after if retry_after is not None else provider.config.rate_limit_cooldown_s
                 provider.keys.cool_down(key, rest)
-            elif estimate and 200 <= answer.status_code < 300:
+            elif call.estimate and 200 <= answer.status_code < 300:
                 usage = usage_of(answer.parsed)
-                key.correct(estimate, usage.prompt_tokens + usage.completion_tokens)
+                key.correct(call.estimate, usage.prompt_tokens + usage.completion_tokens)
             return answer, retry_after, latency_ms
         finally:
             provider.concurrency.release(rate_limited)
+
+    async def _post(
+        self, provider: _Provider, request: UpstreamRequest, headers: dict[str, str]
+    ) -> tuple[int, Mapping[str, str], bytes] | TransportFailure:
+        """The HTTP exchange under the provider's time limit: (status, headers, body)."""
+        try:
+            async with (
+                asyncio.timeout(provider.timeout_s),
+                provider.http().post(request.url, data=request.content, headers=headers) as response,
+            ):
+                return response.status, response.headers, await response.read()
+        except TimeoutError:
+            return TransportFailure(
+                "request_timeout", f"The upstream did not answer within {provider.timeout_s:g} s."
+            )
+        except aiohttp.ClientError as exc:
+            return TransportFailure("connection_error", f"Could not reach the upstream: {exc!r}"[:500])
+
+    def _observe(self, call: _Call, seconds: float, status: int, failure: str | None) -> None:
+        self._metrics.call(
+            telemetry.gen_ai_operation(call.item.endpoint),
+            call.model.name,
+            call.provider.config.name,
+            spans.provider_name(call.provider.config),
+            seconds,
+            status,
+            failure or (str(status) if status >= 400 else None),
+        )
+
+
+def _logged(item: scheduler_pb2.LeasedItem, outcome: recorder_pb2.Outcome) -> recorder_pb2.Outcome:
+    """A failed item is logged (inside its run span when traced, so the line leads to the trace)."""
+    if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
+        log.info(
+            "%s/%d failed: %s after %d upstream call(s)",
+            item.ref.batch_id,
+            item.ref.index,
+            outcome.error_code or f"HTTP {outcome.status_code}",
+            outcome.attempts,
+            extra={"batch_id": item.ref.batch_id, "item_index": item.ref.index, "custom_id": item.custom_id},
+        )
+    return outcome
 
 
 def _status(result: Result) -> int:

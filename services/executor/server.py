@@ -5,24 +5,27 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_grpc, scheduler_pb2_grpc
-from services.common import rpc_client
+from services.common import rpc_client, telemetry
 from services.common.config import Settings
 from services.common.grpc_server import ServiceHost
+from services.executor.metrics import ExecutorMetrics
 from services.executor.runner import ItemRunner
 from services.executor.servicer import ExecutorServicer
 from services.executor.worker import Executor
 
 
 def build(settings: Settings, port: int | None = None) -> ServiceHost:
-    scheduler_channel = rpc_client.channel(settings, "scheduler")
-    results_channel = rpc_client.channel(settings, "results")
-    runner = ItemRunner(settings)
+    scheduler_channel = rpc_client.channel(settings, "scheduler", caller="executor")
+    results_channel = rpc_client.channel(settings, "results", caller="executor")
+    metrics = ExecutorMetrics(telemetry.meter("executor"))
+    runner = ItemRunner(settings, metrics)
     executor = Executor(
         settings,
         scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel),
         recorder_pb2_grpc.RecorderServiceStub(results_channel),
         runner,
     )
+    metrics.watch_in_flight(lambda: executor.in_flight)
 
     def register(server: grpc.aio.Server) -> list[str]:
         executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(executor), server)

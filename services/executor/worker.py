@@ -172,7 +172,16 @@ class Executor:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in an adapter must not lose the item: record it failed
-            log.exception("running %s/%d failed", item.ref.batch_id, item.ref.index)
+            log.exception(
+                "running %s/%d failed",
+                item.ref.batch_id,
+                item.ref.index,
+                extra={
+                    "batch_id": item.ref.batch_id,
+                    "item_index": item.ref.index,
+                    "custom_id": item.custom_id,
+                },
+            )
             outcome = recorder_pb2.Outcome(
                 ref=item.ref,
                 state=recorder_pb2.OUTCOME_STATE_FAILED,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.v1 import batches_pb2
-from services.common import batch_status, errors
+from services.common import batch_status, errors, telemetry
 from services.common import proto_values as pv
 from services.common.auth import Principal
 from services.common.config import SUPPORTED_ENDPOINTS, Settings
@@ -45,6 +46,7 @@ from services.ingest.budgets import check_budgets
 from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.lookup import visible_batch, visible_file
+from services.ingest.metrics import IngestMetrics
 from services.ingest.validation import Accepted, RecordChecker
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,8 @@ class CreateResult:
     """The first rejections (at most `rejected_preview_max`); the file has every one."""
     replayed: bool = False
     """An Idempotency-Key repeat: the batch an earlier identical create made."""
+    rejected_codes: Counter[str] = field(default_factory=Counter)
+    """How many records were rejected with each code (a new batch's, not a replay's)."""
 
 
 def window_seconds(window: str) -> int:
@@ -169,11 +173,13 @@ class _Rejections:
     def __init__(self, writer: BlobWriter, preview_max: int) -> None:
         self.writer = writer
         self.count = 0
+        self.codes: Counter[str] = Counter()
         self.preview: list[Rejection] = []
         self._preview_max = preview_max
 
     async def add(self, rejection: Rejection) -> None:
         self.count += 1
+        self.codes[rejection.code] += 1
         if len(self.preview) < self._preview_max:
             self.preview.append(rejection)
         await self.writer.write(orjson.dumps(rejection.as_json()) + b"\n")
@@ -214,11 +220,13 @@ class BatchCreator:
         db: Database,
         spend: spend_pb2_grpc.SpendServiceStub,
         idempotency: IdempotencyKeys,
+        metrics: IngestMetrics | None = None,
     ) -> None:
         self._settings = settings
         self._db = db
         self._spend = spend
         self._idempotency = idempotency
+        self._metrics = metrics or IngestMetrics()
 
     def _check_request(self, request: batches_pb2.CreateBatchRequest) -> None:
         if request.endpoint not in SUPPORTED_ENDPOINTS:
@@ -242,6 +250,7 @@ class BatchCreator:
     async def create(
         self, caller: Principal, request: batches_pb2.CreateBatchRequest, idempotency_key: str | None = None
     ) -> CreateResult:
+        started = time.monotonic()
         self._check_request(request)
         await check_webhook_url(request.webhook_url, self._settings)
         options = _Options(*parse_priority(pv.to_python(request.priority)), check_output_expiry(request))
@@ -255,7 +264,7 @@ class BatchCreator:
             await check_budgets(self._db, self._spend, caller)
             draft = await self._open(caller, request, options)
             try:
-                return await self._fill(draft, request, options, claim)
+                result = await self._fill(draft, request, options, claim)
             except BaseException:
                 await discard_batch(self._db, draft.batch)
                 raise
@@ -263,6 +272,23 @@ class BatchCreator:
             if claim is not None:
                 await self._idempotency.release(claim)
             raise
+        batch = result.batch
+        accepted = batch.total - batch.rejected_count
+        log.info(
+            "batch %s created: %d records, %d rejected",
+            batch.id,
+            batch.total,
+            batch.rejected_count,
+            extra={"batch_id": batch.id},
+        )
+        self._metrics.created(
+            request.endpoint,
+            "expedited" if options.tier else "standard",
+            accepted,
+            result.rejected_codes,
+            time.monotonic() - started,
+        )
+        return result
 
     async def _replay(self, project_id: str, batch: str) -> CreateResult:
         """The answer of the create that made `batch`, as the batch stands now."""
@@ -323,6 +349,7 @@ class BatchCreator:
                     discount=self._settings.batch_discount(options.tier),
                     webhook_url=request.webhook_url or None,
                     output_expires_after_s=options.output_expiry_s,
+                    traceparent=telemetry.current_traceparent() or None,
                 )
             )
         return draft
@@ -376,7 +403,7 @@ class BatchCreator:
             if claim is not None:
                 await claim.bind(conn, draft.batch)
             row = (await conn.execute(select(batches).where(batches.c.id == draft.batch))).one()
-        return CreateResult(row, rejections.preview)
+        return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 
     async def _store_inline(self, owner: str, request: batches_pb2.CreateBatchRequest) -> BlobWriter:
         """The inline requests as an input-file blob, stored but not yet published."""
@@ -400,6 +427,7 @@ class BatchCreator:
         """Stream the input once: check each record, insert its item, collect rejections."""
         checker = RecordChecker(self._settings, endpoint)
         writer = ItemWriter(self._db)
+        operation = telemetry.gen_ai_operation(endpoint)
         index = 0
         accepted = 0
         try:
@@ -414,7 +442,12 @@ class BatchCreator:
                         param,
                     )
                 outcome = checker.check(raw)
-                await writer.add(item_row(batch, index, line_number, outcome))
+                traceparent = None
+                if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
+                    traceparent = telemetry.start_item_trace(
+                        "ingest", _item_trace(batch, index, outcome, operation)
+                    )
+                await writer.add(item_row(batch, index, line_number, outcome, traceparent))
                 if isinstance(outcome, Accepted):
                     accepted += 1
                 else:
@@ -483,6 +516,15 @@ class BatchCreator:
                 batch_id=batch_id,
             )
         )
+
+
+def _item_trace(batch: str, index: int, accepted: Accepted, operation: str) -> dict[str, Any]:
+    """The attributes of an item's first span (its acceptance)."""
+    return {
+        **telemetry.item_attributes(batch, index, accepted.custom_id),
+        "gen_ai.operation.name": operation,
+        "gen_ai.request.model": accepted.model,
+    }
 
 
 def _error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:

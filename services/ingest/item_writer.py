@@ -19,8 +19,11 @@ from services.ingest.validation import Accepted, Rejected
 INSERT_CHUNK = 500
 
 
-def item_row(batch: str, index: int, line: int, outcome: Accepted | Rejected) -> dict[str, Any]:
-    """A record's item: queued with its body, or `rejected` with the reason (no body)."""
+def item_row(
+    batch: str, index: int, line: int, outcome: Accepted | Rejected, traceparent: str | None = None
+) -> dict[str, Any]:
+    """A record's item: queued with its body (and its trace, when traced), or `rejected` with
+    the reason (no body)."""
     if isinstance(outcome, Accepted):
         return {
             "batch_id": batch,
@@ -29,6 +32,7 @@ def item_row(batch: str, index: int, line: int, outcome: Accepted | Rejected) ->
             "custom_id": outcome.custom_id,
             "state": "queued",
             "body": outcome.body,
+            "traceparent": traceparent,
             "error_code": None,
             "error_message": None,
             "finished_at": None,
@@ -40,6 +44,7 @@ def item_row(batch: str, index: int, line: int, outcome: Accepted | Rejected) ->
         "custom_id": outcome.custom_id,
         "state": "rejected",
         "body": None,
+        "traceparent": None,
         "error_code": outcome.code,
         "error_message": outcome.message,
         "finished_at": time.time(),

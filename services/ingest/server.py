@@ -6,7 +6,7 @@ import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
-from services.common import rpc_client
+from services.common import rpc_client, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.grpc_server import ServiceHost
@@ -14,15 +14,22 @@ from services.ingest.batch_create import BatchCreator
 from services.ingest.batches_servicer import BatchesServicer
 from services.ingest.files_servicer import FilesServicer
 from services.ingest.idempotency import IdempotencyKeys
+from services.ingest.metrics import IngestMetrics
 from services.ingest.sweeps import run_sweeps
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
-    scheduler_channel = rpc_client.channel(settings, "scheduler")
-    results_channel = rpc_client.channel(settings, "results")
+    scheduler_channel = rpc_client.channel(settings, "scheduler", caller="ingest")
+    results_channel = rpc_client.channel(settings, "results", caller="ingest")
     scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
     idempotency = IdempotencyKeys(db, settings.idempotency_ttl_s, settings.validating_timeout_s)
-    creator = BatchCreator(settings, db, spend_pb2_grpc.SpendServiceStub(results_channel), idempotency)
+    creator = BatchCreator(
+        settings,
+        db,
+        spend_pb2_grpc.SpendServiceStub(results_channel),
+        idempotency,
+        IngestMetrics(telemetry.meter("ingest")),
+    )
 
     def register(server: grpc.aio.Server) -> list[str]:
         files_pb2_grpc.add_FilesServiceServicer_to_server(FilesServicer(settings, db), server)

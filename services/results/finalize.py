@@ -19,24 +19,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, insert, or_, select, update
+from sqlalchemy import Row, func, insert, or_, select, update
 
-from services.common import batch_status
+from services.common import batch_status, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
 from services.common.faults import crash_point
 from services.common.ids import file_id
 from services.common.storage import BlobWriter, reclaim_owned
-from services.results.lines import LINE_COLUMNS, LineRenderer
+from services.results.lines import LINE_COLUMNS, SUCCEEDED, LineRenderer
+from services.results.metrics import ResultsMetrics, error_code
 from services.results.webhook_events import enqueue_batch_event
 
 log = logging.getLogger(__name__)
 
 PAGE_ROWS = 2000
+CLOSED_STATES = ("cancelled", "expired", "rejected")  # outcomes no executor reported
+SPANS_PER_TURN = 500  # write spans made between two yields to the event loop
+
+
+@dataclass(frozen=True)
+class _Claimed:
+    created_at: float
+    traceparent: str | None
+    """The create call's trace (the finalize span joins it)."""
 
 
 async def item_pages(
@@ -66,11 +78,18 @@ async def item_pages(
 
 
 class Finalizer:
-    def __init__(self, settings: Settings, db: Database, on_event: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        on_event: Callable[[], None] | None = None,
+        metrics: ResultsMetrics | None = None,
+    ) -> None:
         """`on_event` is called after a batch ended with a webhook event queued."""
         self._settings = settings
         self._db = db
         self._on_event = on_event
+        self._metrics = metrics or ResultsMetrics()
         self._running: dict[str, asyncio.Task[str | None]] = {}
 
     async def finalize(self, batch_id: str) -> str | None:
@@ -82,7 +101,7 @@ class Finalizer:
             task.add_done_callback(lambda _t: self._running.pop(batch_id, None))
         return await asyncio.shield(task)
 
-    async def _claim(self, batch_id: str) -> bool:
+    async def _claim(self, batch_id: str) -> _Claimed | None:
         now = time.time()
         lease_until = now + self._settings.finalize_lease_s
         async with self._db.write() as conn:
@@ -94,17 +113,21 @@ class Finalizer:
                         batches.c.completed_count,
                         batches.c.failed_count,
                         batches.c.finalize_lease_until,
+                        batches.c.created_at,
+                        batches.c.traceparent,
                     ).where(batches.c.id == batch_id)
                 )
             ).first()
             if row is None:
-                return False
+                return None
+            claimed = _Claimed(row.created_at, row.traceparent)
             if row.status in ("in_progress", "cancelling"):
                 if row.completed_count + row.failed_count < row.total:
-                    return False
-                return await batch_status.transition(
+                    return None
+                moved = await batch_status.transition(
                     conn, batch_id, "finalizing", finalize_lease_until=lease_until
                 )
+                return claimed if moved else None
             if row.status == "finalizing":
                 result = await conn.execute(
                     update(batches)
@@ -115,8 +138,8 @@ class Finalizer:
                     )
                     .values(finalize_lease_until=lease_until)
                 )
-                return result.rowcount == 1
-        return False
+                return claimed if result.rowcount == 1 else None
+        return None
 
     async def _renew(self, batch_id: str) -> None:
         async with self._db.write() as conn:
@@ -127,9 +150,20 @@ class Finalizer:
             )
 
     async def _finalize(self, batch_id: str) -> str | None:
-        if not await self._claim(batch_id):
+        claimed = await self._claim(batch_id)
+        if claimed is None:
             return None
+        with telemetry.child_span(
+            "results", "batchgate.batch.finalize", claimed.traceparent, {"batch.id": batch_id}
+        ) as span:
+            status = await self._write(batch_id, claimed)
+            if span is not None:
+                span.set_attribute("batchgate.batch.status", status)
+            return status
+
+    async def _write(self, batch_id: str, claimed: _Claimed) -> str:
         started = time.monotonic()
+        started_ns = time.time_ns()
         renewed = started
         owner = f"finalize:{batch_id}"
         await reclaim_owned(self._db, owner)  # what a crashed finalize of this batch left
@@ -155,17 +189,62 @@ class Finalizer:
             await output.abort()
             await errors_out.abort()
             raise
+        seconds = time.monotonic() - started
         log.info(
             "batch %s %s: %d output and %d error lines in %.2fs",
             batch_id,
             status,
             counts["output"],
             counts["error"],
-            time.monotonic() - started,
+            seconds,
+            extra={"batch_id": batch_id},
         )
         if event and self._on_event is not None:
             self._on_event()
+        self._metrics.finalize_duration.record(seconds)
+        self._metrics.batch_duration.record(max(time.time() - claimed.created_at, 0.0), {"status": status})
+        try:
+            self._metrics.finished(await self._closed_outcomes(batch_id))
+            if telemetry.tracing("results"):
+                await self._write_spans(batch_id, started_ns)
+        except Exception:  # the batch has ended: telemetry must not make its finalize look failed
+            log.warning("batch %s: telemetry after finalize failed", batch_id, exc_info=True)
         return status
+
+    async def _closed_outcomes(self, batch_id: str) -> Counter[tuple[str, str]]:
+        """The batch's items that ended without an executor (cancelled, expired, rejected), by
+        (state, error code): counted once, when the batch ends."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(items.c.state, items.c.error_code, func.count())
+                .where(items.c.batch_id == batch_id, items.c.state.in_(CLOSED_STATES))
+                .group_by(items.c.state, items.c.error_code)
+            )
+            return Counter({(state, error_code(code, None)): count for state, code, count in rows})
+
+    async def _write_spans(self, batch_id: str, started_ns: int) -> None:
+        """One span per traced item in its own trace: the line written to the output or error file."""
+        async with self._db.read() as conn:
+            rows = (
+                await conn.execute(
+                    select(items.c.idx, items.c.custom_id, items.c.state, items.c.traceparent)
+                    .where(items.c.batch_id == batch_id, items.c.traceparent.is_not(None))
+                    .order_by(items.c.idx)
+                )
+            ).all()
+        for number, row in enumerate(rows, 1):
+            telemetry.record_child_span(
+                "results",
+                "batchgate.item.write",
+                row.traceparent,
+                {
+                    **telemetry.item_attributes(batch_id, row.idx, row.custom_id),
+                    "batchgate.file": "output" if row.state == SUCCEEDED else "error",
+                },
+                start_ns=started_ns,
+            )
+            if number % SPANS_PER_TURN == 0:
+                await asyncio.sleep(0)
 
     async def _publish(
         self, batch_id: str, output: BlobWriter, errors_out: BlobWriter, counts: dict[str, int]

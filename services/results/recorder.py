@@ -15,7 +15,7 @@ order the scheduler's closing statements use too, so the two never deadlock.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +23,12 @@ from typing import Any
 from sqlalchemy import bindparam, insert, or_, select, update
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2
+from services.common import telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import lock_rows
 from services.common.db.schema import batches, items, usage_events
+from services.results.metrics import ResultsMetrics, error_code
 from services.results.pricing import item_cost
 
 SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
@@ -41,6 +43,19 @@ class RecordSummary:
     duplicates: int = 0
     refused: list[items_pb2.ItemRef] = field(default_factory=list)
     settled: list[str] = field(default_factory=list)  # batches with nothing open any more
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Stored outcomes by (state, error code)."""
+    traced: list[_Traced] = field(default_factory=list)
+    """What happened to the outcomes of traced items, for their spans."""
+
+
+@dataclass(frozen=True)
+class _Traced:
+    outcome: recorder_pb2.Outcome
+    custom_id: str
+    result: str
+    """accepted, duplicate or refused."""
+    cost_usd: float = 0.0
 
 
 _STORE = (
@@ -76,11 +91,13 @@ _STORE = (
 
 
 class Recorder:
-    def __init__(self, settings: Settings, db: Database) -> None:
+    def __init__(self, settings: Settings, db: Database, metrics: ResultsMetrics | None = None) -> None:
         self._settings = settings
         self._db = db
+        self._metrics = metrics or ResultsMetrics()
 
     async def record(self, outcomes: Sequence[recorder_pb2.Outcome]) -> RecordSummary:
+        started_ns = time.time_ns()
         by_batch: dict[str, list[recorder_pb2.Outcome]] = defaultdict(list)
         for outcome in outcomes:
             by_batch[outcome.ref.batch_id].append(outcome)
@@ -88,6 +105,9 @@ class Recorder:
         async with self._db.write() as conn:
             for batch_id, group in by_batch.items():
                 await self._record_batch(conn, batch_id, group, summary)
+        self._metrics.finished(summary.outcomes)
+        for traced in summary.traced:  # stored (committed): their spans can say so
+            _record_span(traced, started_ns)
         return summary
 
     async def _record_batch(
@@ -112,7 +132,7 @@ class Recorder:
                 await conn.execute(
                     lock_rows(
                         self._db,
-                        select(items.c.idx, items.c.state, items.c.attempt).where(
+                        select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
                             items.c.batch_id == batch_id, items.c.idx.in_([o.ref.index for o in group])
                         ),
                     )
@@ -128,13 +148,23 @@ class Recorder:
             same_lease = item is not None and ref.attempt > 0 and item.attempt == ref.attempt
             if same_lease and (item.state in TERMINAL_ITEM_STATES or ref.index in taken):
                 summary.duplicates += 1
+                result = "duplicate"
             elif same_lease and item.state in OPEN_ITEM_STATES and outcome.state in (SUCCEEDED, FAILED):
                 rows.append(self._row(batch_id, outcome, batch.discount, now))
                 taken.add(ref.index)
+                result = "accepted"
             else:
                 summary.refused.append(ref)
+                result = "refused"
+            if telemetry.sampled(outcome.traceparent):
+                cost = rows[-1]["cost_usd"] if result == "accepted" else 0.0
+                summary.traced.append(_Traced(outcome, item.custom_id if item else "", result, cost))
         if not rows:
             return
+        summary.outcomes.update(
+            (r["state"], "" if r["state"] == "succeeded" else error_code(r["error_code"], r["status_code"]))
+            for r in rows
+        )
         await conn.execute(_STORE, rows)
         await conn.execute(
             insert(usage_events),
@@ -209,3 +239,21 @@ class Recorder:
             "latency_ms": outcome.latency_ms,
             "finished_at": now,
         }
+
+
+def _record_span(traced: _Traced, started_ns: int) -> None:
+    """The record step in a traced item's trace, under the executor's run span."""
+    outcome = traced.outcome
+    telemetry.record_child_span(
+        "results",
+        "batchgate.item.record",
+        outcome.traceparent,
+        {
+            **telemetry.item_attributes(outcome.ref.batch_id, outcome.ref.index, traced.custom_id),
+            "batchgate.lease.attempt": outcome.ref.attempt,
+            "batchgate.record.result": traced.result,
+            "batchgate.outcome": "succeeded" if outcome.state == SUCCEEDED else "failed",
+            "batchgate.cost_usd": traced.cost_usd,
+        },
+        start_ns=started_ns,
+    )

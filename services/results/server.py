@@ -6,10 +6,12 @@ import grpc
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
+from services.common import telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.grpc_server import ServiceHost
 from services.results.finalize import Finalizer
+from services.results.metrics import ResultsMetrics
 from services.results.recorder import Recorder
 from services.results.servicer import RecorderServicer, ResultsServicer
 from services.results.spend import register_spend_service
@@ -19,11 +21,12 @@ from services.results.webhook_delivery import WebhookDeliverer
 
 def build(settings: Settings, db: Database) -> ServiceHost:
     deliverer = WebhookDeliverer(settings, db)
-    finalizer = Finalizer(settings, db, on_event=deliverer.wake)
+    metrics = ResultsMetrics(telemetry.meter("results"))
+    finalizer = Finalizer(settings, db, on_event=deliverer.wake, metrics=metrics)
 
     def register(server: grpc.aio.Server) -> list[str]:
         recorder_pb2_grpc.add_RecorderServiceServicer_to_server(
-            RecorderServicer(Recorder(settings, db), finalizer), server
+            RecorderServicer(Recorder(settings, db, metrics), finalizer), server
         )
         results_pb2_grpc.add_ResultsServiceServicer_to_server(ResultsServicer(db), server)
         return [

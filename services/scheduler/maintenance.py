@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from services.common.db import Database
 from services.common.db.dialect import LeaderLock
+from services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
 from services.scheduler.queue import Closing, Queue
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,11 @@ class Maintenance:
         interval_s: float,
         wake: Callable[[], None],
         finalize: Callable[[str], Awaitable[None]],
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._queue = queue
+        self._metrics = metrics or SchedulerMetrics()
+        self._depth_at = 0.0
         self._interval_s = interval_s
         self._wake = wake
         self._finalize = finalize
@@ -59,14 +63,19 @@ class Maintenance:
             rescued = await self._queue.rescue_expired()
             if rescued:
                 log.warning("re-queued %d items whose lease lapsed", rescued)
+                self._metrics.leases_rescued.add(rescued)
                 self._wake()
         for closing in await self._queue.closing_batches():
             await self.close_batch(closing)
+        if self._metrics.enabled and time.monotonic() - self._depth_at >= DEPTH_INTERVAL_S:
+            self._depth_at = time.monotonic()
+            self._metrics.set_depth(await self._queue.depth())
 
     async def _lead(self) -> bool:
         if not await self._leader.held():
             if self._leading_since is not None:
                 log.warning("no longer the maintenance leader")
+                self._metrics.set_depth({})  # the new leader reports it
             self._leading_since = None
             return False
         if self._leading_since is None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, exists, select, update
+from sqlalchemy import bindparam, exists, func, select, update
 
 from services.common.db import Database
 from services.common.db.dialect import in_skip_locked, lock_rows, notify
@@ -51,6 +51,8 @@ class Lease:
     model: str
     project_id: str
     expires_at: float
+    tier: int
+    batch_created_at: float
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,8 @@ class Queue:
                             info.model,
                             candidate.project_id,
                             expires_at,
+                            candidate.tier,
+                            candidate.created_at,
                         )
                         for r in sorted(rows, key=lambda r: r.idx)
                     ]
@@ -262,6 +266,38 @@ class Queue:
             if result.rowcount:
                 await notify(self._db, conn, WORK_CHANNEL)
         return int(result.rowcount)
+
+    async def depth(self) -> dict[tuple[int, str], int]:
+        """Open items of running batches per (priority tier, state): `queued` counted on the
+        partial index of queued items, `leased` the rest of what the batches have open."""
+        running = batches.c.status.in_(("in_progress", "cancelling"))
+        open_items = batches.c.total - batches.c.completed_count - batches.c.failed_count
+        async with self._db.read() as conn:
+            open_by_tier = dict(
+                (
+                    await conn.execute(
+                        select(batches.c.priority_tier, func.sum(open_items))
+                        .where(running)
+                        .group_by(batches.c.priority_tier)
+                    )
+                ).all()
+            )
+            queued_by_tier = dict(
+                (
+                    await conn.execute(
+                        select(batches.c.priority_tier, func.count())
+                        .select_from(items.join(batches, batches.c.id == items.c.batch_id))
+                        .where(items.c.state == "queued", running)
+                        .group_by(batches.c.priority_tier)
+                    )
+                ).all()
+            )
+        depth: dict[tuple[int, str], int] = {}
+        for tier in (0, 1):
+            queued = int(queued_by_tier.get(tier) or 0)
+            depth[(tier, "queued")] = queued
+            depth[(tier, "leased")] = max(int(open_by_tier.get(tier) or 0) - queued, 0)
+        return depth
 
     async def closing_batches(self) -> list[Closing]:
         """Batches with open items to close: cancelling ones, and running ones past their window."""

@@ -7,12 +7,13 @@ import logging
 import grpc
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
-from services.common import rpc_client
+from services.common import rpc_client, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import Listener
 from services.common.grpc_server import ServiceHost
 from services.scheduler.maintenance import Maintenance
+from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.queue import Queue
 from services.scheduler.servicer import SchedulerServicer
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 def build(settings: Settings, db: Database) -> ServiceHost:
     queue = Queue(db, settings.lease_ttl_s)
     signal = WorkSignal()
-    results_channel = rpc_client.channel(settings, "results")
+    results_channel = rpc_client.channel(settings, "results", caller="scheduler")
     recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
 
     async def finalize(batch_id: str) -> None:
@@ -32,12 +33,13 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         except grpc.aio.AioRpcError as exc:
             log.warning("FinalizeBatch(%s) failed: %s; retrying at the next tick", batch_id, exc.code())
 
-    maintenance = Maintenance(db, queue, settings.maintenance_interval_s, signal.wake, finalize)
+    metrics = SchedulerMetrics(telemetry.meter("scheduler"))
+    maintenance = Maintenance(db, queue, settings.maintenance_interval_s, signal.wake, finalize, metrics)
     listener = Listener(db, WORK_CHANNEL, signal.wake)
 
     def register(server: grpc.aio.Server) -> list[str]:
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            SchedulerServicer(settings, db, queue, signal, maintenance), server
+            SchedulerServicer(settings, db, queue, signal, maintenance, metrics), server
         )
         return [scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name]
 

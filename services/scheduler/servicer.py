@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 
 import grpc
 from sqlalchemy import func, select
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
-from services.common import batch_status, errors
+from services.common import batch_status, errors, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import notify
 from services.common.db.schema import batches
 from services.common.faults import crash_point
 from services.scheduler.maintenance import Maintenance
+from services.scheduler.metrics import SchedulerMetrics, tier_name
 from services.scheduler.queue import Closing, Lease, Queue, Ref
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
@@ -29,14 +31,14 @@ def _ref(message: items_pb2.ItemRef) -> Ref:
     return Ref(message.batch_id, message.index, message.attempt)
 
 
-def _leased_item(lease: Lease) -> scheduler_pb2.LeasedItem:
+def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedItem:
     return scheduler_pb2.LeasedItem(
         ref=items_pb2.ItemRef(batch_id=lease.batch_id, index=lease.index, attempt=lease.attempt),
         custom_id=lease.custom_id,
         endpoint=lease.endpoint,
         model=lease.model,
         body=lease.body,
-        traceparent=lease.traceparent or "",
+        traceparent=traceparent or "",
         lease_expires_at_ms=int(lease.expires_at * 1000),
         project_id=lease.project_id,
     )
@@ -44,8 +46,15 @@ def _leased_item(lease: Lease) -> scheduler_pb2.LeasedItem:
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     def __init__(
-        self, settings: Settings, db: Database, queue: Queue, signal: WorkSignal, maintenance: Maintenance
+        self,
+        settings: Settings,
+        db: Database,
+        queue: Queue,
+        signal: WorkSignal,
+        maintenance: Maintenance,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or SchedulerMetrics()
         self._settings = settings
         self._db = db
         self._queue = queue
@@ -67,8 +76,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         max_items = max(0, min(request.max_items, self._settings.lease_max_items))
         deadline = time.monotonic() + min(request.wait_ms, self._settings.lease_wait_ms) / 1000
         leases: list[Lease] = []
+        started_ns = time.time_ns()
         while max_items:
             event = self._signal.current()
+            started_ns = time.time_ns()
             leases = await self._queue.lease(request.executor_id, max_items)
             if leases:
                 crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
@@ -76,10 +87,43 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             if leases or remaining <= 0 or context.done():
                 break
             await WorkSignal.wait(event, min(remaining, POLL_BACKSTOP_S))
+        traceparents = self._observe(leases, request.executor_id, started_ns)
         return scheduler_pb2.LeaseItemsResponse(
-            items=[_leased_item(lease) for lease in leases],
+            items=[_leased_item(lease, tp) for lease, tp in zip(leases, traceparents, strict=True)],
             lease_ttl_ms=int(self._settings.lease_ttl_s * 1000),
         )
+
+    def _observe(self, leases: list[Lease], executor_id: str, started_ns: int) -> list[str | None]:
+        """Count the leases and record each in its item's trace, when traced; returns the
+        traceparents the executor continues the items' traces from (the lease spans', or what
+        was stored)."""
+        for tier, count in Counter(tier_name(lease.tier) for lease in leases).items():
+            self._metrics.items_leased.add(count, {"priority": tier})
+        waited = {lease.batch_id: lease for lease in leases}  # one observation per batch and call
+        for lease in waited.values():
+            wait_s = max(started_ns / 1e9 - lease.batch_created_at, 0.0)
+            self._metrics.lease_wait.record(wait_s, {"priority": tier_name(lease.tier)})
+        traceparents = []
+        for lease in leases:
+            if not telemetry.traced("scheduler", lease.traceparent):
+                traceparents.append(lease.traceparent)
+                continue
+            span = telemetry.record_child_span(
+                "scheduler",
+                "batchgate.item.lease",
+                lease.traceparent,
+                {
+                    **telemetry.item_attributes(lease.batch_id, lease.index, lease.custom_id),
+                    "gen_ai.request.model": lease.model,
+                    "batchgate.lease.attempt": lease.attempt,
+                    "batchgate.lease.wait_s": round(max(started_ns / 1e9 - lease.batch_created_at, 0.0), 3),
+                    "batchgate.executor.id": executor_id,
+                    "batchgate.priority": tier_name(lease.tier),
+                },
+                start_ns=started_ns,
+            )
+            traceparents.append(span)
+        return traceparents
 
     async def RenewLeases(
         self, request: scheduler_pb2.RenewLeasesRequest, context: grpc.aio.ServicerContext

@@ -60,7 +60,7 @@ def test_the_rules_catch_what_they_are_for() -> None:
         assert any(expected in problem for problem in found), (expected, found)
 
 
-def test_collector_forwards_traces_to_jaeger() -> None:
+def test_collector_forwards_traces_to_jaeger_and_serves_metrics() -> None:
     parsed, _ = compose.load()
     collector = parsed["services"]["otel-collector"]
     source = next(m.split(":")[0] for m in collector["volumes"])
@@ -76,6 +76,11 @@ def test_collector_forwards_traces_to_jaeger() -> None:
     jaeger = config["exporters"][pipelines["traces"]["exporters"][0]]["endpoint"]
     assert re.fullmatch(r"jaeger:4317", jaeger)
     assert any("grpc.endpoint=0.0.0.0:4317" in arg for arg in parsed["services"]["jaeger"]["command"])
+    assert pipelines["metrics"]["receivers"] == ["otlp"]
+    prometheus = config["exporters"][pipelines["metrics"]["exporters"][0]]
+    published = prometheus["endpoint"].rsplit(":", 1)[1]
+    assert any(str(p).endswith(f":{published}") for p in collector["ports"])
+    assert prometheus["resource_to_telemetry_conversion"]["enabled"] is True
 
 
 @pytest.mark.postgres
@@ -113,9 +118,12 @@ def test_compose_stack_runs_a_batch_as_processes(tmp_path: Path) -> None:
             lines = read_jsonl(client.files.content(done.output_file_id).content)
             assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
 
-            # Traces go where the file says: the services export to the collector's address.
-            expected = {"batchgate-ingest", "batchgate-scheduler", "batchgate-results"}
+            # Traces and metrics go where the file says: every service exports to the collector.
+            expected = {"batchgate-ingest", "batchgate-scheduler", "batchgate-results", "batchgate-executor"}
             deadline = time.monotonic() + 60
-            while not expected <= set(sink.spans) and time.monotonic() < deadline:
+            while time.monotonic() < deadline and not (
+                expected <= set(sink.services()) and expected <= {p.service for p in sink.points()}
+            ):
                 time.sleep(0.5)
-            assert expected <= set(sink.spans), dict(sink.spans)
+            assert expected <= set(sink.services()), dict(sink.services())
+            assert expected <= {p.service for p in sink.points()}

@@ -25,27 +25,27 @@ _sym_db = _symbol_database.Default()
 from batchgate.internal.v1 import items_pb2 as batchgate_dot_internal_dot_v1_dot_items__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$batchgate/internal/v1/recorder.proto\x12\x15\x62\x61tchgate.internal.v1\x1a!batchgate/internal/v1/items.proto\"o\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x03\x12\x15\n\rcached_tokens\x18\x03 \x01(\x03\x12\x18\n\x10reasoning_tokens\x18\x04 \x01(\x03\"\xce\x02\n\x07Outcome\x12+\n\x03ref\x18\x01 \x01(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\x12\x32\n\x05state\x18\x02 \x01(\x0e\x32#.batchgate.internal.v1.OutcomeState\x12\x13\n\x0bstatus_code\x18\x03 \x01(\x05\x12\x15\n\rresponse_body\x18\x04 \x01(\x0c\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x12\n\nerror_code\x18\x06 \x01(\t\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\r\n\x05model\x18\x08 \x01(\t\x12\x10\n\x08provider\x18\t \x01(\t\x12\x30\n\x05usage\x18\n \x01(\x0b\x32!.batchgate.internal.v1.TokenUsage\x12\x10\n\x08\x61ttempts\x18\x0b \x01(\x05\x12\x12\n\nlatency_ms\x18\x0c \x01(\x05\"]\n\x14RecordResultsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x30\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1e.batchgate.internal.v1.Outcome\"n\n\x15RecordResultsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05\x12\x12\n\nduplicates\x18\x02 \x01(\x05\x12/\n\x07refused\x18\x03 \x03(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\"(\n\x14\x46inalizeBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\'\n\x15\x46inalizeBatchResponse\x12\x0e\n\x06status\x18\x01 \x01(\t*d\n\x0cOutcomeState\x12\x1d\n\x19OUTCOME_STATE_UNSPECIFIED\x10\x00\x12\x1b\n\x17OUTCOME_STATE_SUCCEEDED\x10\x01\x12\x18\n\x14OUTCOME_STATE_FAILED\x10\x02\x32\xe9\x01\n\x0fRecorderService\x12j\n\rRecordResults\x12+.batchgate.internal.v1.RecordResultsRequest\x1a,.batchgate.internal.v1.RecordResultsResponse\x12j\n\rFinalizeBatch\x12+.batchgate.internal.v1.FinalizeBatchRequest\x1a,.batchgate.internal.v1.FinalizeBatchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$batchgate/internal/v1/recorder.proto\x12\x15\x62\x61tchgate.internal.v1\x1a!batchgate/internal/v1/items.proto\"o\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x03\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x03\x12\x15\n\rcached_tokens\x18\x03 \x01(\x03\x12\x18\n\x10reasoning_tokens\x18\x04 \x01(\x03\"\xe3\x02\n\x07Outcome\x12+\n\x03ref\x18\x01 \x01(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\x12\x32\n\x05state\x18\x02 \x01(\x0e\x32#.batchgate.internal.v1.OutcomeState\x12\x13\n\x0bstatus_code\x18\x03 \x01(\x05\x12\x15\n\rresponse_body\x18\x04 \x01(\x0c\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x12\n\nerror_code\x18\x06 \x01(\t\x12\x15\n\rerror_message\x18\x07 \x01(\t\x12\r\n\x05model\x18\x08 \x01(\t\x12\x10\n\x08provider\x18\t \x01(\t\x12\x30\n\x05usage\x18\n \x01(\x0b\x32!.batchgate.internal.v1.TokenUsage\x12\x10\n\x08\x61ttempts\x18\x0b \x01(\x05\x12\x12\n\nlatency_ms\x18\x0c \x01(\x05\x12\x13\n\x0btraceparent\x18\r \x01(\t\"]\n\x14RecordResultsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x30\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1e.batchgate.internal.v1.Outcome\"n\n\x15RecordResultsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05\x12\x12\n\nduplicates\x18\x02 \x01(\x05\x12/\n\x07refused\x18\x03 \x03(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\"(\n\x14\x46inalizeBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\'\n\x15\x46inalizeBatchResponse\x12\x0e\n\x06status\x18\x01 \x01(\t*d\n\x0cOutcomeState\x12\x1d\n\x19OUTCOME_STATE_UNSPECIFIED\x10\x00\x12\x1b\n\x17OUTCOME_STATE_SUCCEEDED\x10\x01\x12\x18\n\x14OUTCOME_STATE_FAILED\x10\x02\x32\xe9\x01\n\x0fRecorderService\x12j\n\rRecordResults\x12+.batchgate.internal.v1.RecordResultsRequest\x1a,.batchgate.internal.v1.RecordResultsResponse\x12j\n\rFinalizeBatch\x12+.batchgate.internal.v1.FinalizeBatchRequest\x1a,.batchgate.internal.v1.FinalizeBatchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'batchgate.internal.v1.recorder_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OUTCOMESTATE']._serialized_start=838
-  _globals['_OUTCOMESTATE']._serialized_end=938
+  _globals['_OUTCOMESTATE']._serialized_start=859
+  _globals['_OUTCOMESTATE']._serialized_end=959
   _globals['_TOKENUSAGE']._serialized_start=98
   _globals['_TOKENUSAGE']._serialized_end=209
   _globals['_OUTCOME']._serialized_start=212
-  _globals['_OUTCOME']._serialized_end=546
-  _globals['_RECORDRESULTSREQUEST']._serialized_start=548
-  _globals['_RECORDRESULTSREQUEST']._serialized_end=641
-  _globals['_RECORDRESULTSRESPONSE']._serialized_start=643
-  _globals['_RECORDRESULTSRESPONSE']._serialized_end=753
-  _globals['_FINALIZEBATCHREQUEST']._serialized_start=755
-  _globals['_FINALIZEBATCHREQUEST']._serialized_end=795
-  _globals['_FINALIZEBATCHRESPONSE']._serialized_start=797
-  _globals['_FINALIZEBATCHRESPONSE']._serialized_end=836
-  _globals['_RECORDERSERVICE']._serialized_start=941
-  _globals['_RECORDERSERVICE']._serialized_end=1174
+  _globals['_OUTCOME']._serialized_end=567
+  _globals['_RECORDRESULTSREQUEST']._serialized_start=569
+  _globals['_RECORDRESULTSREQUEST']._serialized_end=662
+  _globals['_RECORDRESULTSRESPONSE']._serialized_start=664
+  _globals['_RECORDRESULTSRESPONSE']._serialized_end=774
+  _globals['_FINALIZEBATCHREQUEST']._serialized_start=776
+  _globals['_FINALIZEBATCHREQUEST']._serialized_end=816
+  _globals['_FINALIZEBATCHRESPONSE']._serialized_start=818
+  _globals['_FINALIZEBATCHRESPONSE']._serialized_end=857
+  _globals['_RECORDERSERVICE']._serialized_start=962
+  _globals['_RECORDERSERVICE']._serialized_end=1195
 # @@protoc_insertion_point(module_scope)

@@ -30,7 +30,7 @@ class TokenUsage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
 
 class Outcome(_message.Message):
-    __slots__ = ("ref", "state", "status_code", "response_body", "request_id", "error_code", "error_message", "model", "provider", "usage", "attempts", "latency_ms")
+    __slots__ = ("ref", "state", "status_code", "response_body", "request_id", "error_code", "error_message", "model", "provider", "usage", "attempts", "latency_ms", "traceparent")
     REF_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class Outcome(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     ref: _items_pb2.ItemRef
     state: OutcomeState
     status_code: int
@@ -55,7 +56,8 @@ class Outcome(_message.Message):
     usage: TokenUsage
     attempts: int
     latency_ms: int
-    def __init__(self, ref: _Optional[_Union[_items_pb2.ItemRef, _Mapping]] = ..., state: _Optional[_Union[OutcomeState, str]] = ..., status_code: _Optional[int] = ..., response_body: _Optional[bytes] = ..., request_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., model: _Optional[str] = ..., provider: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, ref: _Optional[_Union[_items_pb2.ItemRef, _Mapping]] = ..., state: _Optional[_Union[OutcomeState, str]] = ..., status_code: _Optional[int] = ..., response_body: _Optional[bytes] = ..., request_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., model: _Optional[str] = ..., provider: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., attempts: _Optional[int] = ..., latency_ms: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class RecordResultsRequest(_message.Message):
     __slots__ = ("executor_id", "outcomes")

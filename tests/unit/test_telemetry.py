@@ -1,0 +1,154 @@
+"""Sampling and trace continuation (services.common.telemetry) against a real OTLP receiver, and
+the log formats (services.common.logs)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.trace import SpanKind
+
+from services.common import logs, telemetry
+from services.common.config import load_settings
+from tests.otlp_sink import OtlpSink
+from tests.support import free_port
+
+UNSAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+
+
+@pytest.fixture
+def sink(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpSink]:
+    port = free_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    with OtlpSink(port) as receiver:
+        yield receiver
+        telemetry.shutdown()
+
+
+def _setup(ratio: float, *services: str) -> None:
+    telemetry.setup(list(services), load_settings(environ={"BATCHGATE_TRACE_SAMPLE_RATIO": str(ratio)}))
+
+
+def _flushed(sink: OtlpSink) -> list:
+    telemetry.shutdown()  # flushes every provider
+    return sink.spans()
+
+
+def test_items_are_sampled_by_the_ratio_and_children_follow_the_stored_decision(sink: OtlpSink) -> None:
+    _setup(0.5, "ingest", "scheduler")
+    decisions = [telemetry.sample_new_item("ingest") for _ in range(2000)]
+    assert 700 < sum(decisions) < 1300
+    traceparent = telemetry.start_item_trace("ingest", telemetry.item_attributes("batch_1", 3, "c-3"))
+    assert telemetry.sampled(traceparent) and telemetry.traced("scheduler", traceparent)
+    lease = telemetry.record_child_span("scheduler", "batchgate.item.lease", traceparent, {"item.index": 3})
+    assert lease is not None and lease.split("-")[1] == traceparent.split("-")[1]
+    # An unsampled item (or none stored) gets no span anywhere.
+    assert telemetry.record_child_span("scheduler", "batchgate.item.lease", UNSAMPLED, {}) is None
+    assert telemetry.record_child_span("scheduler", "batchgate.item.lease", None, {}) is None
+    with telemetry.child_span("scheduler", "x", UNSAMPLED, {}) as span:
+        assert span is None
+    spans = {s.name: s for s in _flushed(sink)}
+    assert set(spans) == {"batchgate.item.accept", "batchgate.item.lease"}
+    root, child = spans["batchgate.item.accept"], spans["batchgate.item.lease"]
+    assert (root.service, child.service) == ("batchgate-ingest", "batchgate-scheduler")
+    assert child.parent_span_id == root.span_id and root.parent_span_id == ""
+    assert root.attributes == {"batch.id": "batch_1", "item.index": 3, "item.custom_id": "c-3"}
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_ratio_zero_traces_no_item_and_one_traces_every_item(sink: OtlpSink, ratio: float) -> None:
+    _setup(ratio, "ingest")
+    assert {telemetry.sample_new_item("ingest") for _ in range(200)} == {bool(ratio)}
+
+
+def test_background_calls_and_health_probes_start_no_trace(
+    sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(1.0, "scheduler")
+    tracer = telemetry.tracer("scheduler")
+    for name in (
+        "batchgate.internal.v1.SchedulerService/LeaseItems",
+        "grpc.health.v1.Health/Check",
+        "batchgate.v1.BatchService/GetBatch",
+    ):
+        with tracer.start_as_current_span(name, kind=SpanKind.SERVER), tracer.start_as_current_span("child"):
+            pass
+    names = [s.name for s in _flushed(sink)]
+    assert sorted(names) == ["batchgate.v1.BatchService/GetBatch", "child"]
+
+
+def test_other_roots_follow_otel_traces_sampler_items_do_not(
+    sink: OtlpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    _setup(1.0, "ingest")
+    with telemetry.tracer("ingest").start_as_current_span("batchgate.v1.BatchService/CreateBatch"):
+        traceparent = telemetry.start_item_trace("ingest", {})
+    assert [s.name for s in _flushed(sink)] == ["batchgate.item.accept"]
+    assert telemetry.sampled(traceparent)
+
+
+def test_nothing_is_set_up_without_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    _setup(1.0, "ingest")
+    try:
+        assert not telemetry.tracing("ingest") and not telemetry.sample_new_item("ingest")
+        assert not telemetry.traced("ingest", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    finally:
+        telemetry.shutdown()
+
+
+def test_log_lines_are_json_with_the_ids_of_a_sampled_span_and_no_secret(sink: OtlpSink) -> None:
+    _setup(1.0, "results")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.JsonFormatter("results", logs.Redactor(["sk-upstream-0123456789"])))
+    logger = logging.getLogger("test_telemetry")
+    logger.addHandler(handler)
+    try:
+        traceparent = telemetry.start_item_trace("results", {})
+        with telemetry.child_span("results", "batchgate.item.record", traceparent, {}) as span:
+            logger.warning("recorded", extra={"batch_id": "batch_1", "item_index": 3, "custom_id": "c-3"})
+        with telemetry.child_span("results", "batchgate.item.record", UNSAMPLED, {}):
+            logger.warning("key sk-upstream-0123456789 and bg-%s and Authorization: Bearer abc.def", "A" * 40)
+    finally:
+        logger.removeHandler(handler)
+    traced, untraced = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert span is not None
+    assert traced["trace_id"] == f"{span.get_span_context().trace_id:032x}"
+    assert traced["span_id"] == f"{span.get_span_context().span_id:016x}"
+    assert (traced["batch_id"], traced["item_index"], traced["custom_id"]) == ("batch_1", 3, "c-3")
+    assert (traced["level"], traced["service"], traced["message"]) == ("warning", "results", "recorded")
+    assert "trace_id" not in untraced
+    assert untraced["message"] == "key [REDACTED] and [REDACTED] and Authorization: Bearer [REDACTED]"
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"BATCHGATE_TRACE_SAMPLE_RATIO": "1.5"}, "trace_sample_ratio"),
+        ({"BATCHGATE_LOG_FORMAT": "yaml"}, "log_format"),
+        ({"BATCHGATE_TRACE_RECORD_CONTENT": "maybe"}, "true or false"),
+        ({"BATCHGATE_METRICS_PORT": "70000"}, "metrics_port"),
+    ],
+)
+def test_bad_observability_settings_are_refused(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_settings(environ=environ)
+
+
+def test_metrics_ports_of_the_processes_on_one_host() -> None:
+    settings = load_settings(
+        environ={"BATCHGATE_METRICS_PORT": "9464", "BATCHGATE_TRACE_RECORD_CONTENT": "on"}
+    )
+    assert settings.trace_record_content is True
+    assert settings.metrics_port_of(["ingest", "scheduler", "results"]) == 9464
+    assert settings.metrics_port_of(["executor"], 0) == 9465
+    assert settings.metrics_port_of(["executor"], 2) == 9467
+    assert load_settings(environ={}).metrics_port_of(["executor"], 2) == 0
