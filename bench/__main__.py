@@ -29,6 +29,12 @@ def main() -> None:
         "--latency-ms", type=float, default=0.0, help="latency for scenarios with one latency"
     )
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--headroom-concurrency",
+        type=int,
+        default=256,
+        help="headroom: items in flight (batchgate's default executor concurrency)",
+    )
     parser.add_argument("--executors", type=int, default=1)
     parser.add_argument("--executor-counts", type=_ints, default=[1, 2])
     parser.add_argument("--databases", type=lambda t: t.split(","), default=["sqlite", "postgres"])
@@ -37,6 +43,7 @@ def main() -> None:
         "--sizes", type=_ints, default=[1_000, 10_000, 50_000], help="ingest: lines per input"
     )
     parser.add_argument("--line-bytes", type=int, default=4_000, help="ingest: padding per line")
+    parser.add_argument("--profile", action="store_true", help="headroom: py-spy the last run's processes")
     args = parser.parse_args()
     os.environ.setdefault("BATCHGATE_TEST_DATABASE_URL", CI_DATABASE)
     for name in SCENARIOS if args.scenario == "all" else [args.scenario]:

@@ -17,6 +17,7 @@ from gateway.launcher import envoy_binary
 TYPES = "type.googleapis.com/envoy.extensions.filters."
 HCM_TYPE = TYPES + "network.http_connection_manager.v3.HttpConnectionManager"
 ROUTER_TYPE = TYPES + "http.router.v3.Router"
+BUFFER_TYPE = TYPES + "http.buffer.v3.Buffer"
 ANSWER = {
     "id": "chatcmpl-fast",
     "object": "chat.completion",
@@ -38,7 +39,15 @@ def _config(port: int, admin_port: int) -> dict:
         "stat_prefix": "fast",
         "codec_type": "AUTO",
         "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": [route]}]},
-        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}}],
+        # Read the whole request before answering: a direct response sent while the body is still
+        # arriving makes Envoy close the connection, and clients would reconnect for every call.
+        "http_filters": [
+            {
+                "name": "envoy.filters.http.buffer",
+                "typed_config": {"@type": BUFFER_TYPE, "max_request_bytes": 10 * 1024 * 1024},
+            },
+            {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}},
+        ],
     }
     listener = {
         "name": "fast",

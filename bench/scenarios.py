@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from bench.harness import (
     stack_pids,
     write_chat_input,
 )
+from bench.profiler import profiling, summarise
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 
@@ -127,24 +129,32 @@ def headroom(args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         with fast_upstream(workdir, free_port(), free_port()) as upstream:
-            config = _provider_config(workdir, "fast", upstream, args.concurrency)
+            config = _provider_config(workdir, "fast", upstream, args.headroom_concurrency)
             env = {
                 "BATCHGATE_CONFIG": str(config),
-                "BATCHGATE_EXECUTOR_CONCURRENCY": str(args.concurrency),
+                "BATCHGATE_EXECUTOR_CONCURRENCY": str(args.headroom_concurrency),
                 "BATCHGATE_EXECUTORS": str(args.executors),
                 "BATCHGATE_LOG_LEVEL": "WARNING",
             }
             input_path = write_chat_input(workdir / "in.jsonl", args.n)
             direct = median(
                 [
-                    _direct(input_path, workdir, upstream, args.concurrency, "aiohttp")
+                    _direct(input_path, workdir, upstream, args.headroom_concurrency, "aiohttp")
                     for _ in range(args.runs)
                 ]
             )
             with bench_stack(workdir / "stack", **env) as stack:
-                for _ in range(args.runs):
-                    with ProcessMeter(stack_pids(stack)) as meter:
+                for run_number in range(args.runs):
+                    profiled = args.profile and run_number == args.runs - 1
+                    with contextlib.ExitStack() as measuring:
+                        meter = measuring.enter_context(ProcessMeter(stack_pids(stack)))
+                        if profiled:
+                            pids = {n: p for n, p in stack_pids(stack).items() if n != "envoy"}
+                            raw = measuring.enter_context(profiling(pids, workdir / "profiles"))
                         run = sdk_batch(stack, input_path, workdir / "out.jsonl")
+                    if profiled:
+                        profiles = {name: summarise(path) for name, path in raw.items()}
+                        _print_profiles(profiles)
                     row: dict[str, Any] = {
                         "items": run.items,
                         "batchgate/s": run.items_per_s,
@@ -156,7 +166,19 @@ def headroom(args: argparse.Namespace) -> list[dict[str, Any]]:
                         row[f"{name} cpu s/1k"] = seconds * 1000 / run.items
                     rows.append(row)
     print_table("Headroom: batchgate's own ceiling against an instant upstream (Envoy direct_response)", rows)
+    if args.profile:
+        rows.append({"profiles": profiles})
     return rows
+
+
+def _print_profiles(profiles: dict[str, dict[str, Any]]) -> None:
+    for name, summary in profiles.items():
+        print(f"\nProfile of {name} ({summary['samples']} samples): top self time")
+        for frame, share in summary["self"]:
+            print(f"  {share:5.1f}%  {frame}")
+        print(f"  time under our modules ({name}):")
+        for module, share in summary["modules"]:
+            print(f"  {share:5.1f}%  {module}")
 
 
 # --- 3. ingest ---------------------------------------------------------------------------------------

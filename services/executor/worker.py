@@ -1,9 +1,13 @@
 """The executor's loop: lease items, run them concurrently, report outcomes in groups.
 
-- Leasing long-polls the scheduler for as many items as there are free slots.
-- Every leased item occupies a slot until results has acknowledged its outcome, so leases
-  are renewed (every third of the lease time the scheduler announces) for as long as the item
-  is ours, however long results is unreachable: an outcome is never dropped while its lease
+- Leasing long-polls the scheduler for as many items as there are free slots. A slot is taken
+  while an item runs against its upstream (`executor_concurrency`); a finished item waiting
+  for results' acknowledgement no longer takes one, so recording latency does not eat into the
+  upstream concurrency. Items held in all (running or awaiting acknowledgement) are capped at
+  `OUTSTANDING_FACTOR` times the concurrency, which bounds memory when results is slow or down.
+- Every held item keeps its lease until results has acknowledged its outcome: leases are
+  renewed (every third of the lease time the scheduler announces) for as long as the item is
+  ours, however long results is unreachable, so an outcome is never dropped while its lease
   holds, and is delivered once results answers again.
 - Outcomes are sent in groups (at most `result_batch_max`, at least every `result_flush_ms`);
   a failed send is retried, and a repeat is harmless (results deduplicates by fencing token).
@@ -42,6 +46,7 @@ RPC_RETRY_S = 0.25
 RPC_RETRY_MAX_S = 2.0
 SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
 FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
+OUTSTANDING_FACTOR = 2  # held items (running + awaiting acknowledgement) per unit of concurrency
 
 Key = tuple[str, int]
 
@@ -92,7 +97,8 @@ class Executor:
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        self._slots: dict[Key, _Slot] = {}
+        self._slots: dict[Key, _Slot] = {}  # every held item, running or awaiting acknowledgement
+        self._running = 0
         self._outbox: list[recorder_pb2.Outcome] = []
         self._outbox_ready = asyncio.Event()
         self._flushing = asyncio.Lock()
@@ -108,7 +114,16 @@ class Executor:
 
     @property
     def in_flight(self) -> int:
+        """Items running against their upstream now."""
+        return self._running
+
+    @property
+    def held(self) -> int:
+        """Items leased and not yet acknowledged by results (running ones included)."""
         return len(self._slots)
+
+    def _free_slots(self) -> int:
+        return min(self.capacity - self._running, OUTSTANDING_FACTOR * self.capacity - len(self._slots))
 
     async def run(self) -> None:
         helpers = [
@@ -132,7 +147,7 @@ class Executor:
     async def _lease_loop(self) -> None:
         retry = _Retry("LeaseItems")
         while not self._stopping.is_set():
-            free = self.capacity - len(self._slots)
+            free = self._free_slots()
             if free <= 0:
                 self._slot_freed.clear()
                 await _wait_any(self._slot_freed, self._stopping)
@@ -164,11 +179,22 @@ class Executor:
             for item in answer.items:
                 slot = _Slot(ref=item.ref)
                 self._slots[(item.ref.batch_id, item.ref.index)] = slot
+                self._running += 1
                 slot.task = asyncio.create_task(self._run_item(item))
 
     async def _run_item(self, item: scheduler_pb2.LeasedItem) -> None:
         try:
-            outcome = await self.runner.run(item)
+            outcome = await self._outcome(item)
+        finally:
+            self._running -= 1
+            self._slot_freed.set()
+        self._outbox.append(outcome)
+        if len(self._outbox) >= self.settings.result_batch_max:
+            self._outbox_ready.set()
+
+    async def _outcome(self, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+        try:
+            return await self.runner.run(item)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in an adapter must not lose the item: record it failed
@@ -182,16 +208,13 @@ class Executor:
                     "custom_id": item.custom_id,
                 },
             )
-            outcome = recorder_pb2.Outcome(
+            return recorder_pb2.Outcome(
                 ref=item.ref,
                 state=recorder_pb2.OUTCOME_STATE_FAILED,
                 error_code="internal_error",
                 error_message=repr(exc)[:500],
                 model=item.model,
             )
-        self._outbox.append(outcome)
-        if len(self._outbox) >= self.settings.result_batch_max:
-            self._outbox_ready.set()
 
     async def _flush_loop(self) -> None:
         """One group per round: a full group at once, otherwise what gathered in a flush
