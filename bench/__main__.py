@@ -30,6 +30,12 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument(
+        "--baselines",
+        type=lambda t: [b for b in t.split(",") if b],
+        default=["httpx", "httpx+aiohttp"],
+        help="throughput: direct clients to compare with (httpx, httpx+aiohttp)",
+    )
+    parser.add_argument(
         "--headroom-concurrency",
         type=int,
         default=256,

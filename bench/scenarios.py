@@ -90,9 +90,9 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
             with bench_stack(workdir / "stack", **env) as stack:
                 upstream = f"http://127.0.0.1:{stack.settings.simulator_port}/v1"
                 input_path = write_chat_input(workdir / "in.jsonl", args.n)
-                rates: dict[str, list[float]] = {"httpx": [], "httpx+aiohttp": [], "batchgate": []}
+                rates: dict[str, list[float]] = {name: [] for name in [*args.baselines, "batchgate"]}
                 for run in range(args.runs):
-                    steps = ["httpx", "httpx+aiohttp", "batchgate"]
+                    steps = [*args.baselines, "batchgate"]
                     for step in steps if run % 2 == 0 else reversed(steps):
                         if step == "batchgate":
                             rates[step].append(
@@ -103,20 +103,19 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
                             rates[step].append(
                                 _direct(input_path, workdir, upstream, args.concurrency, transport)
                             )
-                a, a2, b = (median(rates[k]) for k in ("httpx", "httpx+aiohttp", "batchgate"))
-                rows.append(
-                    {
-                        "latency_ms": latency,
-                        "items": args.n,
-                        "concurrency": args.concurrency,
-                        "A httpx/s": a,
-                        "A httpx+aiohttp/s": a2,
-                        "B batchgate/s": b,
-                        "B/A": b / a,
-                        "B/A(aiohttp)": b / a2,
-                        "runs": args.runs,
-                    }
-                )
+                b = median(rates["batchgate"])
+                row: dict[str, Any] = {
+                    "latency_ms": latency,
+                    "items": args.n,
+                    "concurrency": args.concurrency,
+                }
+                for name in args.baselines:
+                    row[f"A {name}/s"] = median(rates[name])
+                row["B batchgate/s"] = b
+                for name in args.baselines:
+                    row[f"B/A({name})"] = b / median(rates[name])
+                row["runs"] = args.runs
+                rows.append(row)
     print_table("Throughput: batchgate end to end vs a direct client (median of runs)", rows)
     return rows
 

@@ -1,10 +1,14 @@
 """The executor's loop: lease items, run them concurrently, report outcomes in groups.
 
-- Leasing long-polls the scheduler for as many items as there are free slots. A slot is taken
-  while an item runs against its upstream (`executor_concurrency`); a finished item waiting
-  for results' acknowledgement no longer takes one, so recording latency does not eat into the
-  upstream concurrency. Items held in all (running or awaiting acknowledgement) are capped at
-  `OUTSTANDING_FACTOR` times the concurrency, which bounds memory when results is slow or down.
+- Leasing long-polls the scheduler ahead of need: up to `OUTSTANDING_FACTOR` times the
+  concurrency are held (waiting to start, running, or awaiting results' acknowledgement), so
+  a finished call is followed at once by the next instead of by a lease round trip. At most
+  `executor_concurrency` run against their upstreams at a time; recording latency does not
+  eat into that concurrency, and the cap on held items bounds memory when results is slow.
+- Held items that have not started are dropped (handed back, so the scheduler closes them)
+  when their batch stops running new items (cancel, expiry): a watcher asks the scheduler
+  every `CLOSING_CHECK_S` while such items are held, so prefetching does not run items that a
+  cancel meant to stop.
 - Every held item keeps its lease until results has acknowledged its outcome: leases are
   renewed (every third of the lease time the scheduler announces) for as long as the item is
   ours, however long results is unreachable, so an outcome is never dropped while its lease
@@ -46,7 +50,8 @@ RPC_RETRY_S = 0.25
 RPC_RETRY_MAX_S = 2.0
 SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
 FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
-OUTSTANDING_FACTOR = 2  # held items (running + awaiting acknowledgement) per unit of concurrency
+CLOSING_CHECK_S = 0.2  # how often held-but-unstarted items' batches are checked for cancel/expiry
+OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
 
 Key = tuple[str, int]
 
@@ -55,6 +60,8 @@ Key = tuple[str, int]
 class _Slot:
     ref: items_pb2.ItemRef
     task: asyncio.Task[None] | None = None
+    started: bool = False
+    """Whether it has taken an upstream slot (before that it can be dropped without a trace)."""
 
 
 @dataclass
@@ -97,8 +104,9 @@ class Executor:
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        self._slots: dict[Key, _Slot] = {}  # every held item, running or awaiting acknowledgement
+        self._slots: dict[Key, _Slot] = {}  # every held item: waiting, running or awaiting acknowledgement
         self._running = 0
+        self._upstream_slots = asyncio.Semaphore(self.settings.executor_concurrency)
         self._outbox: list[recorder_pb2.Outcome] = []
         self._outbox_ready = asyncio.Event()
         self._flushing = asyncio.Lock()
@@ -123,12 +131,13 @@ class Executor:
         return len(self._slots)
 
     def _free_slots(self) -> int:
-        return min(self.capacity - self._running, OUTSTANDING_FACTOR * self.capacity - len(self._slots))
+        return OUTSTANDING_FACTOR * self.capacity - len(self._slots)
 
     async def run(self) -> None:
         helpers = [
             asyncio.create_task(self._flush_loop(), name="flush"),
             asyncio.create_task(self._renew_loop(), name="renew"),
+            asyncio.create_task(self._closing_loop(), name="closing"),
         ]
         try:
             await self._lease_loop()
@@ -179,15 +188,16 @@ class Executor:
             for item in answer.items:
                 slot = _Slot(ref=item.ref)
                 self._slots[(item.ref.batch_id, item.ref.index)] = slot
-                self._running += 1
-                slot.task = asyncio.create_task(self._run_item(item))
+                slot.task = asyncio.create_task(self._run_item(item, slot))
 
-    async def _run_item(self, item: scheduler_pb2.LeasedItem) -> None:
-        try:
-            outcome = await self._outcome(item)
-        finally:
-            self._running -= 1
-            self._slot_freed.set()
+    async def _run_item(self, item: scheduler_pb2.LeasedItem, slot: _Slot) -> None:
+        async with self._upstream_slots:
+            slot.started = True
+            self._running += 1
+            try:
+                outcome = await self._outcome(item)
+            finally:
+                self._running -= 1
         self._outbox.append(outcome)
         if len(self._outbox) >= self.settings.result_batch_max:
             self._outbox_ready.set()
@@ -284,6 +294,38 @@ class Executor:
             retry.succeeded()
             for ref in answer.lost:
                 self._abandon((ref.batch_id, ref.index), ref.attempt)
+
+    async def _closing_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CLOSING_CHECK_S)
+            waiting = [s for s in self._slots.values() if not s.started]
+            if not waiting:
+                continue
+            try:
+                answer = await self.scheduler.ListClosingBatches(
+                    scheduler_pb2.ListClosingBatchesRequest(batch_ids={s.ref.batch_id for s in waiting}),
+                    timeout=5,
+                )
+            except grpc.aio.AioRpcError:
+                continue  # the next round asks again; meanwhile leases and renewals go on
+            closing = set(answer.batch_ids)
+            dropped = [s for s in waiting if s.ref.batch_id in closing and not s.started]
+            if dropped:
+                await self._hand_back(dropped)
+
+    async def _hand_back(self, slots: list[_Slot]) -> None:
+        """Give unstarted items back to the scheduler (which closes them if their batch stopped)."""
+        for slot in slots:
+            if slot.task is not None:
+                slot.task.cancel()
+            self._slots.pop((slot.ref.batch_id, slot.ref.index), None)
+        self._slot_freed.set()
+        log.info("handing back %d unstarted items of stopped batches", len(slots))
+        with contextlib.suppress(grpc.aio.AioRpcError):  # unreleased leases lapse and are rescued
+            await self.scheduler.ReleaseItems(
+                scheduler_pb2.ReleaseItemsRequest(executor_id=self.executor_id, items=[s.ref for s in slots]),
+                timeout=5,
+            )
 
     def _abandon(self, key: Key, attempt: int) -> None:
         slot = self._slots.get(key)

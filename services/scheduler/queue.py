@@ -299,6 +299,24 @@ class Queue:
             depth[(tier, "leased")] = max(int(open_by_tier.get(tier) or 0) - queued, 0)
         return depth
 
+    async def not_runnable(self, batch_ids: Sequence[str]) -> list[str]:
+        """Those of `batch_ids` that start no new item: not running, or past their window."""
+        if not batch_ids:
+            return []
+        async with self._db.read() as conn:
+            runnable = set(
+                (
+                    await conn.execute(
+                        select(batches.c.id).where(
+                            batches.c.id.in_(batch_ids),
+                            batches.c.status == "in_progress",
+                            batches.c.expires_at > time.time(),
+                        )
+                    )
+                ).scalars()
+            )
+        return [b for b in batch_ids if b not in runnable]
+
     async def closing_batches(self) -> list[Closing]:
         """Batches with open items to close: cancelling ones, and running ones past their window."""
         now = time.time()

@@ -142,6 +142,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._signal.wake()
         return scheduler_pb2.ReleaseItemsResponse(released=released)
 
+    async def ListClosingBatches(
+        self, request: scheduler_pb2.ListClosingBatchesRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.ListClosingBatchesResponse:
+        closing = await self._queue.not_runnable(list(dict.fromkeys(request.batch_ids)))
+        return scheduler_pb2.ListClosingBatchesResponse(batch_ids=closing)
+
     async def CancelBatch(
         self, request: scheduler_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
     ) -> scheduler_pb2.CancelBatchResponse:

@@ -176,18 +176,26 @@ def test_expiry_mid_run_keeps_finished_results_and_expires_the_rest(stack: Runni
 def test_cancel_mid_run_keeps_finished_and_in_flight_results(stack: RunningStack) -> None:
     client = stack.client()
     first_wave = [record(f"cx-fast-{i}") for i in range(CONCURRENCY)]
-    second_wave = [record(f"cx-slow-{i}", delay_ms=8000) for i in range(CONCURRENCY)]
+    second_wave = [record(f"cx-slow-{i}", delay_ms=15_000) for i in range(CONCURRENCY)]
     rest = [record(f"cx-queued-{i}") for i in range(2 * CONCURRENCY)]
     batch = create_batch(stack, first_wave + second_wave + rest)
-    # The first wave is done and the second is running: cancel now.
+    # The first wave is done and the second is running upstream: cancel now. The executor may
+    # hold some of the rest already (it leases ahead); those have not started and must not.
     wait_until(
         "second wave running",
-        lambda: item_states(stack.database_url, batch.id) == {"succeeded": 8, "leased": 8, "queued": 16},
+        lambda: (
+            item_states(stack.database_url, batch.id)["succeeded"] == CONCURRENCY
+            and all(calls_for(stack, r["custom_id"]) for r in second_wave)
+        ),
         timeout_s=60,
     )
     cancelling = client.batches.cancel(batch.id)
     assert cancelling.status == "cancelling" and cancelling.cancelling_at is not None
-    assert item_states(stack.database_url, batch.id) == {"succeeded": 8, "leased": 8, "cancelled": 16}
+    wait_until(
+        "the rest closed while the second wave still runs",
+        lambda: item_states(stack.database_url, batch.id) == {"succeeded": 8, "leased": 8, "cancelled": 16},
+        timeout_s=12,
+    )
     done = wait_for_batch(client, batch.id, timeout_s=60)
     assert done.status == "cancelled"
     assert done.cancelling_at <= done.finalizing_at <= done.cancelled_at
@@ -197,6 +205,7 @@ def test_cancel_mid_run_keeps_finished_and_in_flight_results(stack: RunningStack
     assert {line["custom_id"] for line in output} == {r["custom_id"] for r in first_wave + second_wave}
     assert {line["custom_id"] for line in errors} == {r["custom_id"] for r in rest}
     assert all(line["error"]["code"] == "batch_cancelled" for line in errors)
+    assert not any(calls_for(stack, r["custom_id"]) for r in rest), "a cancelled item reached the upstream"
     assert (done.request_counts.completed, done.request_counts.failed) == (16, 16)
     # Cancelling again is harmless and changes nothing.
     assert client.batches.cancel(batch.id).status == "cancelled"

@@ -187,6 +187,18 @@ async def test_cancel_closes_queued_items_and_lets_leased_ones_finish(db: Databa
     assert await queue.close_open(Closing("b1", "cancelled", hard=False)) == (0, False)  # idempotent
 
 
+async def test_batches_that_start_nothing_new_are_reported_closing(db: Database) -> None:
+    await add_batch(db, "running", 1)
+    await add_batch(db, "cancelling", 1)
+    await add_batch(db, "past-window", 1, window_s=-1)
+    async with db.write() as conn:
+        await conn.execute(update(batches).where(batches.c.id == "cancelling").values(status="cancelling"))
+    queue = Queue(db, TTL_S)
+    asked = ["running", "cancelling", "past-window", "unknown"]
+    assert await queue.not_runnable(asked) == ["cancelling", "past-window", "unknown"]
+    assert await queue.not_runnable([]) == []
+
+
 async def test_expiry_closes_queued_and_leased_items_and_keeps_finished_ones(db: Database) -> None:
     await add_batch(db, "b1", 6, window_s=0.5)
     queue = Queue(db, TTL_S)

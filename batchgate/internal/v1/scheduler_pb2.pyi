@@ -96,3 +96,15 @@ class CancelBatchResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     status: str
     def __init__(self, status: _Optional[str] = ...) -> None: ...
+
+class ListClosingBatchesRequest(_message.Message):
+    __slots__ = ("batch_ids",)
+    BATCH_IDS_FIELD_NUMBER: _ClassVar[int]
+    batch_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, batch_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListClosingBatchesResponse(_message.Message):
+    __slots__ = ("batch_ids",)
+    BATCH_IDS_FIELD_NUMBER: _ClassVar[int]
+    batch_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, batch_ids: _Optional[_Iterable[str]] = ...) -> None: ...

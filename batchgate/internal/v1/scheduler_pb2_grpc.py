@@ -60,6 +60,11 @@ class SchedulerServiceStub:
                 request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchRequest.SerializeToString,
                 response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchResponse.FromString,
                 _registered_method=True)
+        self.ListClosingBatches = channel.unary_unary(
+                '/batchgate.internal.v1.SchedulerService/ListClosingBatches',
+                request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesRequest.SerializeToString,
+                response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -101,6 +106,14 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListClosingBatches(self, request, context):
+        """Which of the given batches no longer run new items (cancelling, ended, or past their
+        window): an executor drops the items of those batches it holds but has not started.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +141,11 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.CancelBatch,
                     request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchRequest.FromString,
                     response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchResponse.SerializeToString,
+            ),
+            'ListClosingBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListClosingBatches,
+                    request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesRequest.FromString,
+                    response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -266,6 +284,33 @@ class SchedulerService:
             '/batchgate.internal.v1.SchedulerService/CancelBatch',
             batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchRequest.SerializeToString,
             batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListClosingBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/batchgate.internal.v1.SchedulerService/ListClosingBatches',
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesRequest.SerializeToString,
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesResponse.FromString,
             options,
             channel_credentials,
             insecure,
