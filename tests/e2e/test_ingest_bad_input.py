@@ -58,12 +58,16 @@ def context(shared_stack: RunningStack) -> Context:
 
 
 def footprint(stack: RunningStack, project_id: str) -> dict[str, int]:
-    """What a project has stored, plus anything a create or upload could leave loose."""
+    """What a project has stored, plus anything a create or upload could leave loose.
+
+    Output and error files of finished batches are left out: the shared stack's earlier batches
+    may finish while a test runs, and they are not what a refused create or upload leaves.
+    """
     row = db_rows(
         stack.database_url,
         """
         SELECT (SELECT count(*) FROM batches WHERE project_id = :p) AS batches,
-               (SELECT count(*) FROM files WHERE project_id = :p) AS files,
+               (SELECT count(*) FROM files WHERE project_id = :p AND batch_id IS NULL) AS files,
                (SELECT count(*) FROM idempotency_keys WHERE project_id = :p) AS idempotency_keys,
                (SELECT count(*) FROM items WHERE batch_id NOT IN (SELECT id FROM batches)) AS orphan_items,
                (SELECT count(*) FROM blobs

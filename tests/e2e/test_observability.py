@@ -25,6 +25,7 @@ from tests.support import (
     RunningStack,
     chat_records,
     free_port,
+    free_port_run,
     fresh_database,
     replicated_stack,
     running_stack,
@@ -60,7 +61,7 @@ def traced(
 ) -> Iterator[tuple[RunningStack, OtlpSink, int]]:
     tmp: Path = tmp_path_factory.mktemp(f"otel-{db_kind}")
     simulator_port = free_port()
-    metrics_port = free_port()
+    metrics_port = free_port_run(2)  # the embedded process on P, executor 0 on P+1
     sink_port = free_port()
     env = {
         "BATCHGATE_CONFIG": write_catalogue(tmp / "catalogue.yaml", simulator_port, api_keys=[UPSTREAM_KEY]),
