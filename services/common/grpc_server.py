@@ -92,37 +92,33 @@ class _Wrapper(grpc.aio.ServerInterceptor):
 
         service = self._service
 
+        @contextlib.asynccontextmanager
+        async def guarded(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+            """Auth, the server span, and every failure turned into an abort with the envelope."""
+            with telemetry.server_span(service, method, context) as span:
+                try:
+                    await enter(context)
+                    yield
+                    telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
+                except errors.ApiError as exc:
+                    await _abort(context, exc, span)
+                except (grpc.aio.AbortError, asyncio.CancelledError):
+                    raise
+                except Exception:
+                    await _abort(context, _internal_error(method), span)
+
         def guard(behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                with telemetry.server_span(service, method, context) as span:
-                    try:
-                        await enter(context)
-                        answer = await behaviour(request, context)
-                        telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
-                        return answer
-                    except errors.ApiError as exc:
-                        await _abort(context, exc, span)
-                    except (grpc.aio.AbortError, asyncio.CancelledError):
-                        raise
-                    except Exception:
-                        await _abort(context, _internal_error(method), span)
+                async with guarded(context):
+                    return await behaviour(request, context)
 
             return call
 
         def guard_stream(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                with telemetry.server_span(service, method, context) as span:
-                    try:
-                        await enter(context)
-                        async for message in behaviour(request, context):
-                            yield message
-                        telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
-                    except errors.ApiError as exc:
-                        await _abort(context, exc, span)
-                    except (grpc.aio.AbortError, asyncio.CancelledError):
-                        raise
-                    except Exception:
-                        await _abort(context, _internal_error(method), span)
+                async with guarded(context):
+                    async for message in behaviour(request, context):
+                        yield message
 
             return call
 
