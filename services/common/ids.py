@@ -11,6 +11,7 @@ import os
 import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+MAX_ID_LENGTH = 40  # the id columns' size
 
 
 def _encode(value: int, length: int) -> str:
@@ -19,6 +20,11 @@ def _encode(value: int, length: int) -> str:
         chars.append(_ALPHABET[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+def plausible_id(ident: str) -> bool:
+    """Whether `ident` could name a row at all (PostgreSQL refuses NUL in text parameters)."""
+    return 0 < len(ident) <= MAX_ID_LENGTH and "\x00" not in ident
 
 
 def new_id(prefix: str) -> str:

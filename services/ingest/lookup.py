@@ -16,13 +16,7 @@ from services.common import errors
 from services.common.db import Database
 from services.common.db.dialect import lock_rows
 from services.common.db.schema import batches, files
-
-MAX_ID_LENGTH = 40  # the id columns' size
-
-
-def plausible_id(ident: str) -> bool:
-    """Whether `ident` could name a row at all (PostgreSQL refuses NUL in text parameters)."""
-    return 0 < len(ident) <= MAX_ID_LENGTH and "\x00" not in ident
+from services.common.ids import plausible_id
 
 
 async def visible_file(

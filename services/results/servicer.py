@@ -19,6 +19,7 @@ from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.db import Database
 from services.common.db.schema import batches
+from services.common.ids import plausible_id
 from services.results.finalize import Finalizer, item_pages
 from services.results.lines import FAILED_STATES, FINISHED_STATES, SUCCEEDED, LineRenderer
 from services.results.recorder import Recorder
@@ -70,6 +71,8 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
 
 async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
     """The caller's batch (id, status), or 404 (unknown or another project's)."""
+    if not plausible_id(batch_id):
+        raise errors.not_found("batch", batch_id[:80], "batch_id")
     async with db.read() as conn:
         row = (
             await conn.execute(

@@ -51,6 +51,10 @@ class UsageFilter:
             (events.model, self.model),
             (events.api_key_id, self.api_key_id),
         ):
+            if "\x00" in value:  # PostgreSQL refuses NUL in text parameters: a 400, not a 500
+                raise errors.invalid(
+                    f"'{column.name}' must not contain NUL characters.", "invalid_value", column.name
+                )
             if value:
                 conditions.append(column == value)
         return conditions

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import openai
@@ -75,7 +76,7 @@ def _send(stack: RunningStack, probe: Probe, ident: str) -> httpx.Response:
         body = {k: (ident if v == "{id}" else v) for k, v in probe.body.items()}
     return httpx.request(
         probe.method,
-        stack.base_url + probe.path.replace("{id}", ident),
+        stack.base_url + probe.path.replace("{id}", quote(ident, safe="")),
         json=body,
         headers={"Authorization": f"Bearer {stack.keys['other']}"},
         timeout=30,
@@ -99,6 +100,16 @@ def test_another_projects_object_is_404_like_an_unknown_one(
     assert _shape(answer, ident) == _shape(_send(shared_stack, probe, unknown_id), unknown_id)
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found"
     assert _state(shared_stack, ident) == before  # nothing changed either
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=lambda p: p.name)
+@pytest.mark.parametrize("ident", ["batch_a\x00b", "file-" + "x" * 60], ids=["NUL", "too long"])
+def test_an_id_no_row_can_have_is_404_not_a_server_error(
+    shared_stack: RunningStack, probe: Probe, ident: str
+) -> None:
+    """PostgreSQL refuses NUL in text parameters: such ids must not reach a query."""
+    answer = _send(shared_stack, probe, ident)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "not_found", answer.text
 
 
 def _state(stack: RunningStack, ident: str) -> list[Any]:

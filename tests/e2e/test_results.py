@@ -215,6 +215,10 @@ def test_usage_and_cost_add_up_per_item_batch_and_group(shared_stack: RunningSta
         )
         assert group["cost"] == {"currency": "usd", "amount": pytest.approx(cost, rel=1e-9)}
 
+    for name in ("model", "api_key_id"):  # a filter no row can match is a 400, never a 500
+        refused = get(shared_stack, "/usage", **{name: "a\x00b"})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == name, refused.text
+
     groups = get(shared_stack, "/usage", start_time=started, group_by="batch_id,model").json()["data"]
     mine = {(g["batch_id"], g["model"]): g for g in groups if g["batch_id"] in batches}
     assert set(mine) == {(standard.id, "gpt-4o-mini"), (expedited.id, "gpt-4o")}
