@@ -48,7 +48,12 @@ def main() -> None:
     parser.add_argument(
         "--sizes", type=_ints, default=[1_000, 10_000, 50_000], help="ingest: lines per input"
     )
-    parser.add_argument("--line-bytes", type=int, default=3_800, help="ingest: padding per line (3,800: 50,000 lines stay under the 200 MB cap)")
+    parser.add_argument(
+        "--line-bytes",
+        type=int,
+        default=3_800,
+        help="ingest: padding per line (50,000 lines stay under 200 MB)",
+    )
     parser.add_argument("--profile", action="store_true", help="headroom: py-spy the last run's processes")
     args = parser.parse_args()
     os.environ.setdefault("BATCHGATE_TEST_DATABASE_URL", CI_DATABASE)
