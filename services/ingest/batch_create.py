@@ -40,6 +40,7 @@ from services.common.db.schema import batches, files, items
 from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
+from services.common.jsonl import dumps_line, one_line
 from services.common.storage import BlobWriter, read_lines, reclaim_owned
 from services.common.webhook_urls import check_webhook_url
 from services.ingest.budgets import check_budgets
@@ -164,7 +165,7 @@ def inline_line(index: int, request: Any, endpoint: str) -> bytes:
             "url": endpoint,
             "body": request["body"],
         }
-    return orjson.dumps(request)
+    return one_line(orjson.dumps(request))
 
 
 class _Rejections:
@@ -182,7 +183,7 @@ class _Rejections:
         self.codes[rejection.code] += 1
         if len(self.preview) < self._preview_max:
             self.preview.append(rejection)
-        await self.writer.write(orjson.dumps(rejection.as_json()) + b"\n")
+        await self.writer.write(dumps_line(rejection.as_json()))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@
 - anything else (rejected at create, cancelled, expired, timeout, connection): `"response":null`
   and `"error":{"code","message"}`
 
-Upstream bodies are stored as compact JSON and spliced in as bytes, not re-parsed. Finalizing
+Upstream bodies are stored as compact JSON and spliced in as bytes, not re-parsed; characters
+that some readers take for line breaks are escaped (`services.common.jsonl`). Finalizing
 renders every line of a batch, so `LineRenderer` builds each line with one join and derives
 the line ids from a hash state prepared once per batch.
 """
@@ -20,6 +21,7 @@ from typing import Any
 import orjson
 
 from services.common.db.schema import items
+from services.common.jsonl import one_line
 
 SUCCEEDED = "succeeded"
 FAILED_STATES = ("failed", "cancelled", "expired", "rejected")
@@ -66,7 +68,7 @@ class LineRenderer:
             orjson.dumps(custom_id),
         )
         if status_code and response is not None:
-            return b"".join(
+            line = b"".join(
                 (
                     *head,
                     b',"response":{"status_code":',
@@ -78,8 +80,10 @@ class LineRenderer:
                     b'},"error":null}\n',
                 )
             )
-        error = {"code": error_code or "internal_error", "message": error_message or ""}
-        return b"".join((*head, b',"response":null,"error":', orjson.dumps(error), b"}\n"))
+        else:
+            error = {"code": error_code or "internal_error", "message": error_message or ""}
+            line = b"".join((*head, b',"response":null,"error":', orjson.dumps(error), b"}\n"))
+        return one_line(line)
 
     def lines(self, rows: Sequence[Sequence[Any]]) -> bytes:
         """Every row's line, in order."""

@@ -279,3 +279,32 @@ def test_sdk_sees_404_for_results_of_an_unknown_batch(shared_stack: RunningStack
     client = shared_stack.client()
     with pytest.raises(openai.NotFoundError):
         client.get("/batches/batch_unknown/results", cast_to=httpx.Response)
+
+
+def test_every_line_stays_one_line_for_splitlines(shared_stack: RunningStack) -> None:
+    """U+0085, U+2028 and U+2029 in ids, prompts and answers are escaped in every file we write,
+    so `text.splitlines()` (what many users read JSONL with) sees one record per line."""
+    client = shared_stack.client()
+    odd = "a\u2028b\u2029c\x85d"
+    records = chat_records(2, prefix=f"breaks{odd}", x_sim={"echo": True})
+    records[1]["body"]["model"] = f"no-such-model{odd}"  # rejected at create
+    for record in records:
+        record["body"]["messages"][0]["content"] = f"say {odd}"
+    created = client.batches.create(
+        input_file_id=openai.NOT_GIVEN,  # inline requests instead
+        extra_body={"requests": records},
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    batch = wait_for_batch(client, created.id)
+    files = {  # name: (file, its custom_ids)
+        "output": (batch.output_file_id, [f"breaks{odd}-0"]),
+        "error": (batch.error_file_id, [f"breaks{odd}-1"]),
+        "rejections": (created.model_extra["rejected_records_file_id"], [f"breaks{odd}-1"]),
+        "inline input": (batch.input_file_id, [f"breaks{odd}-0", f"breaks{odd}-1"]),
+    }
+    for name, (file_id, custom_ids) in files.items():
+        text = client.files.content(file_id).text
+        assert [orjson.loads(line)["custom_id"] for line in text.splitlines()] == custom_ids, (name, text)
+    (output,) = read_jsonl(client.files.content(batch.output_file_id).content)
+    assert odd in output["response"]["body"]["choices"][0]["message"]["content"]  # the echo, intact
