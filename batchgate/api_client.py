@@ -130,6 +130,11 @@ class ApiClient:
             params["state"] = state
         return self._download(f"/batches/{_segment(batch_id)}/results", out, params)
 
+    # --- usage -------------------------------------------------------------------------------
+
+    def usage(self, **query: Any) -> dict[str, Any]:
+        return self._call("GET", "/usage", params={k: v for k, v in query.items() if v})
+
 
 def save_to(path: Path, fetch: Any) -> int:
     """Run `fetch(stream)` into `path` atomically: a failed download leaves no partial file."""

@@ -1,4 +1,4 @@
-"""Client verbs: `batchgate batches …` and `batchgate files …`, over REST through Envoy.
+"""Client verbs: `batchgate batches …`, `batchgate files …` and `batchgate usage`, over REST through Envoy.
 
 They talk to the gateway exactly as users' SDKs do (base URL and key from flags or
 `BATCHGATE_BASE_URL` / `BATCHGATE_API_KEY`). Human-readable output by default, the API's own
@@ -292,6 +292,38 @@ def cmd_files_delete(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     return _show(args, api.delete_file(args.file_id), lambda answer: print(f"deleted {answer['id']}"))
 
 
+# --- usage ----------------------------------------------------------------------------------------
+
+
+def _usage_table(page: dict[str, Any]) -> None:
+    keys = [k for k in ("batch_id", "model", "api_key_id") if any(g.get(k) for g in page["data"])]
+    rows = [
+        (
+            *(g.get(k) or "-" for k in keys),
+            str(g["requests"]),
+            str(g["input_tokens"]),
+            str(g["output_tokens"]),
+            str(g["total_tokens"]),
+            f"{g['cost']['amount']:.6f}",
+        )
+        for g in page["data"]
+    ]
+    headers = (*(k.upper() for k in keys), "REQUESTS", "INPUT", "OUTPUT", "TOTAL", "COST USD")
+    _table(headers, rows)
+
+
+def cmd_usage(args: argparse.Namespace, api: ApiClient) -> ExitCode:
+    page = api.usage(
+        group_by=args.group_by,
+        batch_id=args.batch_id,
+        model=args.model,
+        api_key_id=args.api_key_id,
+        start_time=args.start_time,
+        end_time=args.end_time,
+    )
+    return _show(args, page, _usage_table)
+
+
 # --- wiring ---------------------------------------------------------------------------------------
 
 
@@ -390,3 +422,12 @@ def add_commands(sub: Any) -> None:
     download = verb(verbs, "download", cmd_files_download, "download a file's content", "file_id")
     download.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     verb(verbs, "delete", cmd_files_delete, "delete a file", "file_id")
+
+    usage = sub.add_parser("usage", parents=[common], help="tokens and cost of your project's requests")
+    usage.add_argument("--group-by", help="comma-separated: batch_id, model, api_key_id")
+    usage.add_argument("--batch-id", help="only this batch")
+    usage.add_argument("--model", help="only requests this model answered")
+    usage.add_argument("--api-key-id", help="only requests made with this key")
+    usage.add_argument("--start-time", type=int, help="unix seconds, inclusive")
+    usage.add_argument("--end-time", type=int, help="unix seconds, exclusive")
+    usage.set_defaults(func=_runner(cmd_usage))

@@ -106,6 +106,40 @@ def test_results_and_file_verbs(shared_stack: RunningStack, tmp_path: Path) -> N
     assert "404 not_found" in gone.stderr
 
 
+def test_usage_verb_sums_a_batch_like_the_api(shared_stack: RunningStack) -> None:
+    env = _client_env(shared_stack)
+    client = shared_stack.client()
+    batch = client.batches.create(
+        input_file_id=upload(client, chat_records(3, prefix="cli-usage")).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    batch = wait_for_batch(client, batch.id)
+    as_json = run_cli("usage", "--batch-id", batch.id, "--group-by", "model", "--json", env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    (group,) = json.loads(as_json.stdout)["data"]
+    assert (group["model"], group["requests"], group["total_tokens"]) == (
+        "gpt-4o-mini",
+        3,
+        batch.usage.total_tokens,
+    )
+    table = run_cli("usage", "--batch-id", batch.id, "--group-by", "model", env=env)
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["MODEL", "REQUESTS", "INPUT", "OUTPUT", "TOTAL", "COST", "USD"]
+    assert row.split()[:5] == [
+        "gpt-4o-mini",
+        "3",
+        str(batch.usage.input_tokens),
+        str(batch.usage.output_tokens),
+        str(batch.usage.total_tokens),
+    ]
+    unknown = run_cli("usage", "--batch-id", "batch_nothing", env=env)
+    assert unknown.returncode == ExitCode.NOT_FOUND, unknown.stderr
+    bad = run_cli("usage", "--group-by", "colour", env=env)
+    assert bad.returncode == ExitCode.INVALID, bad.stderr
+
+
 def test_exit_codes(shared_stack: RunningStack, tmp_path: Path) -> None:
     env = _client_env(shared_stack)
     client = shared_stack.client()
