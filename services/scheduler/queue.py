@@ -109,8 +109,15 @@ class Queue:
         return self._ttl
 
     async def _runnable(self, now: float) -> list[_Runnable]:
+        """The batches a lease may draw from, at most CANDIDATE_BATCHES of them.
+
+        Within a priority, each project's oldest batch comes before any project's second one
+        (`project_rank`), so a project with hundreds of queued batches cannot push another
+        project's only batch out of the candidates.
+        """
         has_queued = exists().where(items.c.batch_id == batches.c.id, items.c.state == "queued")
-        query = (
+        priority_order = (batches.c.priority_tier.desc(), batches.c.priority.desc())
+        ranked = (
             select(
                 batches.c.id,
                 batches.c.project_id,
@@ -119,9 +126,21 @@ class Queue:
                 batches.c.created_at,
                 batches.c.endpoint,
                 batches.c.model,
+                func.row_number()
+                .over(partition_by=batches.c.project_id, order_by=(*priority_order, batches.c.created_at))
+                .label("project_rank"),
             )
             .where(batches.c.status == "in_progress", batches.c.expires_at > now, has_queued)
-            .order_by(batches.c.priority_tier.desc(), batches.c.priority.desc(), batches.c.created_at)
+            .subquery()
+        )
+        query = (
+            select(ranked)
+            .order_by(
+                ranked.c.priority_tier.desc(),
+                ranked.c.priority.desc(),
+                ranked.c.project_rank,
+                ranked.c.created_at,
+            )
             .limit(CANDIDATE_BATCHES)
         )
         async with self._db.read() as conn:

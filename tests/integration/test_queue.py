@@ -19,7 +19,7 @@ from services.common.db import Database
 from services.common.db.dialect import LeaderLock
 from services.common.db.schema import batches, items
 from services.scheduler.maintenance import LEADER_LOCK_KEY
-from services.scheduler.queue import Closing, Queue, Ref
+from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref
 from tests.support import prepare_database
 
 TTL_S = 30.0
@@ -130,6 +130,14 @@ async def test_projects_share_evenly_before_their_batches_do(db: Database) -> No
     assert counts["b_b0"] == 30
     assert sum(counts[f"b_a{i}"] for i in range(3)) == 30
     assert all(counts[f"b_a{i}"] == 10 for i in range(3))
+
+
+async def test_a_project_with_many_batches_does_not_crowd_out_another_projects_batch(db: Database) -> None:
+    for i in range(CANDIDATE_BATCHES + 5):  # more than one lease looks at, all older
+        await add_batch(db, f"b_a{i:03d}", 1, project="proj-a", age_s=i / 100)
+    await add_batch(db, "b_b", 5, project="proj-b", age_s=100)
+    counts = per_batch(await Queue(db, TTL_S).lease("e1", 10))
+    assert counts["b_b"] == 5 and sum(counts.values()) == 10
 
 
 async def test_every_lease_carries_a_fresh_fencing_token_and_lapsed_ones_are_rescued(db: Database) -> None:
