@@ -154,14 +154,19 @@ async def run_hosts(
         for host in hosts:
             server = grpc.aio.server(
                 interceptors=[_Wrapper(host.name, verifier if host.public else None)],
-                options=channel_options(settings),
+                # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind
+                # and silently receive half the calls. Without it, a taken port is an error.
+                options=[*channel_options(settings), ("grpc.so_reuseport", 0)],
             )
             names = host.register(server)
             health = health_aio.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(health, server)
-            bound = server.add_insecure_port(f"{settings.host}:{host.port}")
+            try:  # gRPC answers a failed bind with 0 or with RuntimeError, by version
+                bound = server.add_insecure_port(f"{settings.host}:{host.port}")
+            except RuntimeError:
+                bound = 0
             if bound == 0:
-                raise RuntimeError(f"{host.name}: cannot listen on {settings.host}:{host.port}")
+                raise RuntimeError(f"{host.name}: cannot listen on {settings.host}:{host.port} (taken?)")
             await server.start()
             for name in ["", *names]:
                 await health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -1,0 +1,25 @@
+"""Hosting a service: a port another server holds is an error, never a shared listener."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from services.common.config import load_settings
+from services.common.grpc_server import ServiceHost, run_hosts
+
+
+async def test_a_taken_port_is_refused_instead_of_shared() -> None:
+    holder = grpc.aio.server()  # gRPC's defaults, SO_REUSEPORT included
+    port = holder.add_insecure_port("127.0.0.1:0")
+    await holder.start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(5, stop.set)  # without the check it would serve
+    try:
+        host = ServiceHost(name="probe", port=port, register=lambda server: [])
+        with pytest.raises(RuntimeError, match="cannot listen"):
+            await run_hosts([host], load_settings(), None, stop=stop, grace_s=0)
+    finally:
+        await holder.stop(None)
