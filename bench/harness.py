@@ -156,9 +156,15 @@ class SdkRun:
         return self.items / self.total_s
 
 
-def sdk_batch(stack: RunningStack, input_path: Path, output_path: Path, poll_s: float = 0.1) -> SdkRun:
-    """Batchgate end to end as a user runs it: upload, create, poll, download (the openai SDK)."""
-    client = stack.client(timeout=1200)
+@dataclass(frozen=True)
+class Created:
+    batch: Any
+    upload_s: float
+    create_s: float
+
+
+def upload_and_create(client: Any, input_path: Path) -> Created:
+    """Upload `input_path` and create a chat batch from it with the openai SDK, timing each step."""
     started = time.perf_counter()
     with input_path.open("rb") as handle:
         file = client.files.create(file=(input_path.name, handle), purpose="batch")
@@ -166,6 +172,15 @@ def sdk_batch(stack: RunningStack, input_path: Path, output_path: Path, poll_s: 
     batch = client.batches.create(
         input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
     )
+    return Created(batch, uploaded - started, time.perf_counter() - uploaded)
+
+
+def sdk_batch(stack: RunningStack, input_path: Path, output_path: Path, poll_s: float = 0.1) -> SdkRun:
+    """Batchgate end to end as a user runs it: upload, create, poll, download (the openai SDK)."""
+    client = stack.client(timeout=1200)
+    started = time.perf_counter()
+    created_batch = upload_and_create(client, input_path)
+    batch = created_batch.batch
     created = time.perf_counter()
     while batch.status not in ("completed", "failed", "expired", "cancelled"):
         time.sleep(poll_s)
@@ -177,8 +192,8 @@ def sdk_batch(stack: RunningStack, input_path: Path, output_path: Path, poll_s: 
     done = time.perf_counter()
     return SdkRun(
         items=batch.request_counts.total,
-        upload_s=uploaded - started,
-        create_s=created - uploaded,
+        upload_s=created_batch.upload_s,
+        create_s=created_batch.create_s,
         run_s=finished - created,
         download_s=done - finished,
         total_s=done - started,

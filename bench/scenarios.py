@@ -24,6 +24,7 @@ from bench.harness import (
     save,
     sdk_batch,
     stack_pids,
+    upload_and_create,
     write_chat_input,
 )
 from bench.profiler import profiling, summarise
@@ -199,25 +200,18 @@ def ingest(args: argparse.Namespace) -> list[dict[str, Any]]:
                         orjson.loads(line)
                 parse_s = time.perf_counter() - parse_started
                 with ProcessMeter(stack_pids(stack)) as meter:
-                    started = time.perf_counter()
-                    with input_path.open("rb") as handle:
-                        file = client.files.create(file=(input_path.name, handle), purpose="batch")
-                    uploaded = time.perf_counter()
-                    batch = client.batches.create(
-                        input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
-                    )
-                    created = time.perf_counter()
-                client.batches.cancel(batch.id)
+                    created = upload_and_create(client, input_path)
+                client.batches.cancel(created.batch.id)
                 rss = meter.peak_rss_mib()
                 rows.append(
                     {
                         "lines": lines,
                         "MB": round(size_mb, 1),
-                        "upload_s": uploaded - started,
-                        "create_s": created - uploaded,
-                        "lines/s": lines / (created - started),
+                        "upload_s": created.upload_s,
+                        "create_s": created.create_s,
+                        "lines/s": lines / (created.upload_s + created.create_s),
                         "parse-only_s": parse_s,
-                        "create/parse": (created - uploaded) / parse_s,
+                        "create/parse": created.create_s / parse_s,
                         "core peak MiB": rss.get("core"),
                         "envoy peak MiB": rss.get("envoy"),
                     }
@@ -237,12 +231,8 @@ def latency(args: argparse.Namespace) -> list[dict[str, Any]]:
         with bench_stack(workdir / "stack", **env) as stack:
             client = stack.client(timeout=1800)
             input_path = write_chat_input(workdir / "in.jsonl", args.n)
-            with input_path.open("rb") as handle:
-                file = client.files.create(file=(input_path.name, handle), purpose="batch")
-            started = time.perf_counter()
-            batch = client.batches.create(
-                input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
-            )
+            created_batch = upload_and_create(client, input_path)
+            batch = created_batch.batch
             created = time.perf_counter()
             first = settled = None
             http = httpx.Client(base_url=stack.base_url, headers={"Authorization": f"Bearer {stack.key}"})
@@ -262,7 +252,7 @@ def latency(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "items": args.n,
-                    "create_s": created - started,
+                    "create_s": created_batch.create_s,
                     "first_result_s": (first or ended) - created,
                     "all_items_s": (settled or ended) - created,
                     "finalize_s": ended - (settled or ended),
