@@ -7,13 +7,13 @@ re-runs the locking sub-select for every row, which leased a whole batch to one 
 from __future__ import annotations
 
 import asyncio
-import time
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from services.common.db import Database
-from services.common.db.schema import batches, items, projects
+from services.common.db.schema import items
 from services.scheduler.queue import Queue
+from tests.integration.seed import add_batch
 from tests.support import prepare_database
 
 
@@ -21,34 +21,7 @@ async def _lease_twice(url: str) -> tuple[int, int, int]:
     await prepare_database(url)
     db = Database(url)
     try:
-        now = time.time()
-        async with db.write() as conn:
-            project = (await conn.execute(select(projects.c.id))).scalar_one()
-            await conn.execute(
-                insert(batches).values(
-                    id="batch_limit",
-                    project_id=project,
-                    api_key_id="key",
-                    endpoint="/v1/chat/completions",
-                    input_file_id="file-limit",
-                    completion_window="24h",
-                    status="in_progress",
-                    created_at=now,
-                    expires_at=now + 3600,
-                    priority_tier=0,
-                    priority=0,
-                    discount=0.5,
-                    total=40,
-                )
-            )
-            await conn.execute(
-                insert(items),
-                [
-                    {"batch_id": "batch_limit", "idx": i, "line": i + 1, "custom_id": f"c{i}", "body": b"{}"}
-                    | {"state": "queued", "attempt": 0}
-                    for i in range(40)
-                ],
-            )
+        await add_batch(db, "batch_limit", 40)
         queue = Queue(db, lease_ttl_s=60)
         first = await queue.lease("executor-a", 4)
         second = await queue.lease("executor-b", 7)
