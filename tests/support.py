@@ -40,24 +40,46 @@ TERMINAL = ("completed", "failed", "expired", "cancelled")
 EXECUTOR_PORTS = 4  # ports kept free for executors 0-3 of a test stack
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _port_pool() -> range:
+    """Ports for test listeners: below the kernel's ephemeral range, so no outgoing connection
+    (which takes its local port from that range) can hold one between picking and binding."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    return range(max(10_000, ephemeral_low - 12_000), ephemeral_low)
+
+
+_POOL = _port_pool()
+_handed_out: set[int] = set()
+_cursor = _POOL.start + (os.getpid() * 7919) % len(_POOL)  # another pytest process starts elsewhere
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port_run(count: int) -> int:
-    """A port P such that P … P+count-1 are all free now (executor N listens on port+N)."""
-    while True:
-        first = free_port()
-        with contextlib.ExitStack() as held:
-            try:
-                for port in range(first, first + count):
-                    sock = held.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return first
+    """A port P such that P … P+count-1 are free now and were never returned to this process
+    before (executor N listens on port+N): two stacks of one test run never share a port."""
+    global _cursor
+    for _ in range(len(_POOL)):
+        first = _cursor
+        _cursor = first + count if first + 2 * count <= _POOL.stop else _POOL.start
+        ports = range(first, first + count)
+        if first + count <= _POOL.stop and _handed_out.isdisjoint(ports) and all(map(_bindable, ports)):
+            _handed_out.update(ports)
+            return first
+    raise RuntimeError(f"no {count} free ports left in {_POOL}")
+
+
+def free_port() -> int:
+    return free_port_run(1)
 
 
 def pg_base_url() -> str | None:
