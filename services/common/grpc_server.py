@@ -1,8 +1,9 @@
 """Hosting gRPC services: one server per service, the auth/error wrapper, health, shutdown.
 
 Every handler runs inside `_Wrapper`, which (for public services) verifies the API key and
-sets `auth.current_principal`, and turns an `ApiError` (or any unexpected exception) into a
-gRPC abort carrying the OpenAI error envelope for Envoy (see `errors`). Several services can
+sets `auth.current_principal`, decodes a REST call's query string into the request (see
+`rest_input`), and turns an `ApiError` (or any unexpected exception) into a gRPC abort
+carrying the OpenAI error envelope for Envoy (see `errors`). Several services can
 share one process (the embedded mode hosts ingest, scheduler and results together), each on
 its own port.
 """
