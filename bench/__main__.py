@@ -54,6 +54,12 @@ def main() -> None:
         default=3_800,
         help="ingest: padding per line (50,000 lines stay under 200 MB)",
     )
+    parser.add_argument(
+        "--inline-lines",
+        type=int,
+        default=5_000,
+        help="ingest: records of the inline-requests create (0: none; stay under max_inline_bytes)",
+    )
     parser.add_argument("--profile", action="store_true", help="headroom: py-spy the last run's processes")
     args = parser.parse_args()
     os.environ.setdefault("BATCHGATE_TEST_DATABASE_URL", CI_DATABASE)

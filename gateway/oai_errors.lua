@@ -1,6 +1,10 @@
 -- Turns gRPC errors into OpenAI-shaped HTTP answers for REST clients.
 -- A service aborts with trailing metadata `x-oai-status` (HTTP status) and `x-oai-error`
 -- (the JSON body); this filter, placed before the transcoder, rewrites the response.
+-- On the way in it hands a REST request's query string to the services as the `x-oai-query`
+-- header, so the transcoder binds path parameters only: the services decode the query
+-- against the request message themselves (services/common/rest_input.py), with OpenAI's
+-- error wording, where the transcoder would answer in its own words.
 -- Requests that arrived as native gRPC are left alone (their clients read the gRPC status).
 -- MAX_JSON_BODY_BYTES is defined by gateway/render.py above this text.
 
@@ -19,8 +23,15 @@ local function is_upload(headers)
   return headers:get(":method") == "POST" and (path == "/v1/files" or path == "/v1/files/")
 end
 
--- Request side: remember native gRPC calls; refuse JSON bodies above the limit before they
--- are transcoded (uploads stream and are capped by the ingest service itself).
+local function refuse(request_handle, status, message, code)
+  request_handle:headers():add("x-oai-local-reply", "1")  -- local_reply_config passes it through
+  request_handle:respond({[":status"] = status, ["content-type"] = "application/json"},
+    envelope(message, "invalid_request_error", code))
+end
+
+-- Request side: remember native gRPC calls; move the query string to `x-oai-query`; refuse
+-- bodies on GET and DELETE (nothing would read them) and JSON bodies above the limit before
+-- they are transcoded (uploads stream and are capped by the ingest service itself).
 function envoy_on_request(request_handle)
   local h = request_handle:headers()
   local ct = h:get("content-type") or ""
@@ -28,14 +39,24 @@ function envoy_on_request(request_handle)
     request_handle:streamInfo():dynamicMetadata():set("oai", "native_grpc", "1")
     return
   end
+  h:remove("x-oai-query")
+  local bare, query = string.match(h:get(":path") or "", "^([^?]*)%?(.*)$")
+  if bare ~= nil then
+    h:replace(":path", bare)
+    if query ~= "" then h:add("x-oai-query", query) end
+  end
+  local method = h:get(":method")
   local length = tonumber(h:get("content-length") or "")
+  local has_body = (length ~= nil and length > 0) or h:get("transfer-encoding") ~= nil
+  if (method == "GET" or method == "DELETE") and has_body then
+    refuse(request_handle, "400", method .. " requests take no body; pass parameters in the query string.",
+      "body_not_allowed")
+    return
+  end
   if length ~= nil and length > MAX_JSON_BODY_BYTES and not is_upload(h) then
-    local message = string.format(
+    refuse(request_handle, "413", string.format(
       "The request body is %d bytes; the limit is %d bytes. Upload large inputs with POST /v1/files.",
-      length, MAX_JSON_BODY_BYTES)
-    h:add("x-oai-local-reply", "1")  -- local_reply_config passes this body through as it is
-    request_handle:respond({[":status"] = "413", ["content-type"] = "application/json"},
-      envelope(message, "invalid_request_error", "request_too_large"))
+      length, MAX_JSON_BODY_BYTES), "request_too_large")
   end
 end
 

@@ -1,4 +1,5 @@
 from google.api import annotations_pb2 as _annotations_pb2
+from google.api import httpbody_pb2 as _httpbody_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -9,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateBatchRequest(_message.Message):
-    __slots__ = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after", "requests", "priority", "webhook_url")
+    __slots__ = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after", "requests", "priority", "webhook_url", "http_body")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +26,7 @@ class CreateBatchRequest(_message.Message):
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     WEBHOOK_URL_FIELD_NUMBER: _ClassVar[int]
+    HTTP_BODY_FIELD_NUMBER: _ClassVar[int]
     input_file_id: str
     endpoint: str
     completion_window: str
@@ -33,7 +35,8 @@ class CreateBatchRequest(_message.Message):
     requests: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Value]
     priority: _struct_pb2.Value
     webhook_url: str
-    def __init__(self, input_file_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., completion_window: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., output_expires_after: _Optional[_Union[ExpiresAfter, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[str] = ...) -> None: ...
+    http_body: _httpbody_pb2.HttpBody
+    def __init__(self, input_file_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., completion_window: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., output_expires_after: _Optional[_Union[ExpiresAfter, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class ExpiresAfter(_message.Message):
     __slots__ = ("anchor", "seconds")
@@ -72,13 +75,15 @@ class ListBatchesResponse(_message.Message):
     def __init__(self, object: _Optional[str] = ..., data: _Optional[_Iterable[_Union[Batch, _Mapping]]] = ..., first_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., last_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., has_more: _Optional[bool] = ...) -> None: ...
 
 class CancelBatchRequest(_message.Message):
-    __slots__ = ("batch_id",)
+    __slots__ = ("batch_id", "http_body")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    HTTP_BODY_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
-    def __init__(self, batch_id: _Optional[str] = ...) -> None: ...
+    http_body: _httpbody_pb2.HttpBody
+    def __init__(self, batch_id: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class UpdateBatchMetadataRequest(_message.Message):
-    __slots__ = ("batch_id", "metadata")
+    __slots__ = ("batch_id", "metadata", "http_body")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -88,9 +93,11 @@ class UpdateBatchMetadataRequest(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    HTTP_BODY_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     metadata: _containers.ScalarMap[str, str]
-    def __init__(self, batch_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    http_body: _httpbody_pb2.HttpBody
+    def __init__(self, batch_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class Batch(_message.Message):
     __slots__ = ("id", "object", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "request_counts", "metadata", "errors", "model", "usage", "priority", "rejected_count", "rejected_records", "rejected_records_file_id", "webhook_url", "cost")

@@ -27,7 +27,7 @@ from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61tchgate/v1/files.proto\x12\x0c\x62\x61tchgate.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd4\x01\n\x04\x46ile\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\r\n\x05\x62ytes\x18\x03 \x01(\x05\x12\x12\n\ncreated_at\x18\x04 \x01(\r\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x0f\n\x07purpose\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\x12*\n\nexpires_at\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12.\n\x0estatus_details\x18\t \x01(\x0b\x32\x16.google.protobuf.Value\"P\n\x10ListFilesRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\r\n\x05order\x18\x03 \x01(\t\x12\x0f\n\x07purpose\x18\x04 \x01(\t\"\xaa\x01\n\x11ListFilesResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12 \n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x12.batchgate.v1.File\x12\x10\n\x08has_more\x18\x03 \x01(\x08\x12(\n\x08\x66irst_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x07last_id\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"!\n\x0eGetFileRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\"$\n\x11\x44\x65leteFileRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\"A\n\x12\x44\x65leteFileResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x03 \x01(\x08\"(\n\x15GetFileContentRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t2\xfb\x03\n\x0c\x46ilesService\x12N\n\nCreateFile\x12\x14.google.api.HttpBody\x1a\x12.batchgate.v1.File\"\x14\x82\xd3\xe4\x93\x02\x0e\"\t/v1/files:\x01*(\x01\x12_\n\tListFiles\x12\x1e.batchgate.v1.ListFilesRequest\x1a\x1f.batchgate.v1.ListFilesResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/files\x12X\n\x07GetFile\x12\x1c.batchgate.v1.GetFileRequest\x1a\x12.batchgate.v1.File\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/files/{file_id}\x12l\n\nDeleteFile\x12\x1f.batchgate.v1.DeleteFileRequest\x1a .batchgate.v1.DeleteFileResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/v1/files/{file_id}\x12r\n\x0eGetFileContent\x12#.batchgate.v1.GetFileContentRequest\x1a\x14.google.api.HttpBody\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/files/{file_id}/content0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x62\x61tchgate/v1/files.proto\x12\x0c\x62\x61tchgate.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd4\x01\n\x04\x46ile\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\r\n\x05\x62ytes\x18\x03 \x01(\x05\x12\x12\n\ncreated_at\x18\x04 \x01(\r\x12\x10\n\x08\x66ilename\x18\x05 \x01(\t\x12\x0f\n\x07purpose\x18\x06 \x01(\t\x12\x0e\n\x06status\x18\x07 \x01(\t\x12*\n\nexpires_at\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12.\n\x0estatus_details\x18\t \x01(\x0b\x32\x16.google.protobuf.Value\"_\n\x10ListFilesRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\t\x12\x12\n\x05limit\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\r\n\x05order\x18\x03 \x01(\t\x12\x0f\n\x07purpose\x18\x04 \x01(\tB\x08\n\x06_limit\"\xaa\x01\n\x11ListFilesResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12 \n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x12.batchgate.v1.File\x12\x10\n\x08has_more\x18\x03 \x01(\x08\x12(\n\x08\x66irst_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x07last_id\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\"!\n\x0eGetFileRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\"$\n\x11\x44\x65leteFileRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t\"A\n\x12\x44\x65leteFileResponse\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65leted\x18\x03 \x01(\x08\"(\n\x15GetFileContentRequest\x12\x0f\n\x07\x66ile_id\x18\x01 \x01(\t2\xfb\x03\n\x0c\x46ilesService\x12N\n\nCreateFile\x12\x14.google.api.HttpBody\x1a\x12.batchgate.v1.File\"\x14\x82\xd3\xe4\x93\x02\x0e\"\t/v1/files:\x01*(\x01\x12_\n\tListFiles\x12\x1e.batchgate.v1.ListFilesRequest\x1a\x1f.batchgate.v1.ListFilesResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/files\x12X\n\x07GetFile\x12\x1c.batchgate.v1.GetFileRequest\x1a\x12.batchgate.v1.File\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/files/{file_id}\x12l\n\nDeleteFile\x12\x1f.batchgate.v1.DeleteFileRequest\x1a .batchgate.v1.DeleteFileResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/v1/files/{file_id}\x12r\n\x0eGetFileContent\x12#.batchgate.v1.GetFileContentRequest\x1a\x14.google.api.HttpBody\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/files/{file_id}/content0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,17 +47,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FILE']._serialized_start=130
   _globals['_FILE']._serialized_end=342
   _globals['_LISTFILESREQUEST']._serialized_start=344
-  _globals['_LISTFILESREQUEST']._serialized_end=424
-  _globals['_LISTFILESRESPONSE']._serialized_start=427
-  _globals['_LISTFILESRESPONSE']._serialized_end=597
-  _globals['_GETFILEREQUEST']._serialized_start=599
-  _globals['_GETFILEREQUEST']._serialized_end=632
-  _globals['_DELETEFILEREQUEST']._serialized_start=634
-  _globals['_DELETEFILEREQUEST']._serialized_end=670
-  _globals['_DELETEFILERESPONSE']._serialized_start=672
-  _globals['_DELETEFILERESPONSE']._serialized_end=737
-  _globals['_GETFILECONTENTREQUEST']._serialized_start=739
-  _globals['_GETFILECONTENTREQUEST']._serialized_end=779
-  _globals['_FILESSERVICE']._serialized_start=782
-  _globals['_FILESSERVICE']._serialized_end=1289
+  _globals['_LISTFILESREQUEST']._serialized_end=439
+  _globals['_LISTFILESRESPONSE']._serialized_start=442
+  _globals['_LISTFILESRESPONSE']._serialized_end=612
+  _globals['_GETFILEREQUEST']._serialized_start=614
+  _globals['_GETFILEREQUEST']._serialized_end=647
+  _globals['_DELETEFILEREQUEST']._serialized_start=649
+  _globals['_DELETEFILEREQUEST']._serialized_end=685
+  _globals['_DELETEFILERESPONSE']._serialized_start=687
+  _globals['_DELETEFILERESPONSE']._serialized_end=752
+  _globals['_GETFILECONTENTREQUEST']._serialized_start=754
+  _globals['_GETFILECONTENTREQUEST']._serialized_end=794
+  _globals['_FILESSERVICE']._serialized_start=797
+  _globals['_FILESSERVICE']._serialized_end=1304
 # @@protoc_insertion_point(module_scope)

@@ -31,6 +31,18 @@ _BY_STATUS: dict[int, tuple[grpc.StatusCode, str]] = {
 
 OAI_STATUS_KEY = "x-oai-status"
 OAI_ERROR_KEY = "x-oai-error"
+# The envelope travels as gRPC trailing metadata, which peers cap (Envoy: 60 KiB of headers):
+# a message or param echoing a huge input is cut.
+MAX_MESSAGE_BYTES = 1024
+MAX_PARAM_BYTES = 256
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` UTF-8 bytes, ending in '...' when cut."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode("utf-8", "ignore") + "..."
 
 
 class ApiError(Exception):
@@ -44,11 +56,12 @@ class ApiError(Exception):
         param: str | None = None,
         extra: dict[str, Any] | None = None,
     ) -> None:
+        message = clip(message, MAX_MESSAGE_BYTES)
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
-        self.param = param
+        self.param = None if param is None else clip(param, MAX_PARAM_BYTES)
         self.extra = extra or {}
 
     @property

@@ -1,8 +1,9 @@
 """Hosting gRPC services: one server per service, the auth/error wrapper, health, shutdown.
 
 Every handler runs inside `_Wrapper`, which (for public services) verifies the API key and
-sets `auth.current_principal`, and turns an `ApiError` (or any unexpected exception) into a
-gRPC abort carrying the OpenAI error envelope for Envoy (see `errors`). Several services can
+sets `auth.current_principal`, decodes a REST call's query string into the request (see
+`rest_input`), and turns an `ApiError` (or any unexpected exception) into a gRPC abort
+carrying the OpenAI error envelope for Envoy (see `errors`). Several services can
 share one process (the embedded mode hosts ingest, scheduler and results together), each on
 its own port.
 """
@@ -18,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from services.common import auth, errors, telemetry
+from services.common import auth, errors, rest_input, telemetry
 from services.common.config import Settings
 
 log = logging.getLogger(__name__)
@@ -83,12 +85,29 @@ class _Wrapper(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = details.method
-        verifier = self._verifier if method.startswith(PUBLIC_PREFIX) else None
+        public = method.startswith(PUBLIC_PREFIX)
+        verifier = self._verifier if public else None
 
         async def enter(context: grpc.aio.ServicerContext) -> None:
             if verifier is not None:
                 metadata = context.invocation_metadata() or ()
                 auth.current_principal.set(await verifier.verify(auth.key_from_metadata(metadata)))
+
+        def with_query(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            """A REST call's query string (moved to metadata by Envoy) decoded into `request`.
+            Routes with a body (an `http_body` field) take their parameters from the body, and
+            client-streaming calls (uploads) have no single request message."""
+            if (
+                not public
+                or not isinstance(request, Message)
+                or rest_input.BODY_FIELD in request.DESCRIPTOR.fields_by_name
+            ):
+                return request
+            for name, value in context.invocation_metadata() or ():
+                if name == rest_input.QUERY_METADATA_KEY:
+                    text = value.decode("latin-1") if isinstance(value, bytes) else value
+                    rest_input.apply_query(request, text)
+            return request
 
         service = self._service
 
@@ -110,14 +129,14 @@ class _Wrapper(grpc.aio.ServerInterceptor):
         def guard(behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 async with guarded(context):
-                    return await behaviour(request, context)
+                    return await behaviour(with_query(request, context), context)
 
             return call
 
         def guard_stream(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
             async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 async with guarded(context):
-                    async for message in behaviour(request, context):
+                    async for message in behaviour(with_query(request, context), context):
                         yield message
 
             return call

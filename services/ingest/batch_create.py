@@ -229,7 +229,7 @@ class BatchCreator:
         self._idempotency = idempotency
         self._metrics = metrics or IngestMetrics()
 
-    def _check_request(self, request: batches_pb2.CreateBatchRequest) -> None:
+    def _check_request(self, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
         if request.endpoint not in SUPPORTED_ENDPOINTS:
             raise errors.invalid(
                 f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(SUPPORTED_ENDPOINTS)}.",
@@ -243,21 +243,29 @@ class BatchCreator:
                 "completion_window",
             )
         check_metadata(dict(request.metadata))
-        if bool(request.input_file_id) == bool(len(request.requests)):
+        if bool(request.input_file_id) == bool(inline):
             raise errors.invalid(
                 "Give either 'input_file_id' or inline 'requests'.", "missing_input", "input_file_id"
             )
 
     async def create(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, idempotency_key: str | None = None
+        self,
+        caller: Principal,
+        request: batches_pb2.CreateBatchRequest,
+        inline: list[Any],
+        idempotency_key: str | None = None,
     ) -> CreateResult:
+        """Create a batch from `request`, whose inline records (if any) come as `inline`:
+        decoded JSON values, not the request's `requests` field."""
         started = time.monotonic()
-        self._check_request(request)
+        self._check_request(request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = _Options(*parse_priority(pv.to_python(request.priority)), check_output_expiry(request))
         claim: Claim | None = None
         if idempotency_key is not None:
-            claimed = await self._idempotency.claim(caller.project_id, idempotency_key, request_hash(request))
+            claimed = await self._idempotency.claim(
+                caller.project_id, idempotency_key, request_hash(request, inline)
+            )
             if isinstance(claimed, str):
                 return await self._replay(caller.project_id, claimed)
             claim = claimed
@@ -265,7 +273,7 @@ class BatchCreator:
             await check_budgets(self._db, self._spend, caller)
             draft = await self._open(caller, request, options)
             try:
-                result = await self._fill(draft, request, options, claim)
+                result = await self._fill(draft, request, inline, options, claim)
             except BaseException:
                 await discard_batch(self._db, draft.batch)
                 raise
@@ -327,7 +335,9 @@ class BatchCreator:
         now = time.time()
         async with self._db.write() as conn:
             if request.input_file_id:
-                source = await visible_file(conn, caller.project_id, request.input_file_id, lock_in=self._db)
+                source = await visible_file(
+                    conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
+                )
                 self._check_source(source)
                 draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
             else:
@@ -356,11 +366,18 @@ class BatchCreator:
         return draft
 
     async def _fill(
-        self, draft: _Draft, request: batches_pb2.CreateBatchRequest, options: _Options, claim: Claim | None
+        self,
+        draft: _Draft,
+        request: batches_pb2.CreateBatchRequest,
+        inline_requests: list[Any],
+        options: _Options,
+        claim: Claim | None,
     ) -> CreateResult:
         """Check every record and store the items (step 3), then publish it all (step 4)."""
         owner = f"create:{draft.batch}"
-        inline = await self._store_inline(owner, request) if draft.source_blob is None else None
+        inline = None
+        if draft.source_blob is None:
+            inline = await self._store_inline(owner, inline_requests, request.endpoint)
         rejections = _Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None
@@ -406,11 +423,11 @@ class BatchCreator:
             row = (await conn.execute(select(batches).where(batches.c.id == draft.batch))).one()
         return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 
-    async def _store_inline(self, owner: str, request: batches_pb2.CreateBatchRequest) -> BlobWriter:
+    async def _store_inline(self, owner: str, requests: list[Any], endpoint: str) -> BlobWriter:
         """The inline requests as an input-file blob, stored but not yet published."""
         writer = BlobWriter(self._db, owner)
-        for index, value in enumerate(request.requests):
-            await writer.write(inline_line(index, pv.to_python(value), request.endpoint) + b"\n")
+        for index, value in enumerate(requests):
+            await writer.write(inline_line(index, value, endpoint) + b"\n")
             if writer.size > self._settings.max_inline_bytes:
                 raise errors.ApiError(
                     413,

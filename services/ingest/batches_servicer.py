@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import errors
+from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
@@ -18,7 +18,7 @@ from services.common.db import Database
 from services.common.db.schema import batches
 from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
 from services.ingest.idempotency import key_from_metadata
-from services.ingest.lookup import cursor, visible_batch
+from services.ingest.lookup import check_cursor, visible_batch
 from services.ingest.views import batch_message
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,11 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
+        request, json_values = rest_input.decode_body(request, keep_json=("requests",))
+        inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
+        request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
-        result = await self._creator.create(principal(), request, key)
+        result = await self._creator.create(principal(), request, inline, key)
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
@@ -75,15 +78,13 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def ListBatches(
         self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.ListBatchesResponse:
-        limit = request.limit or 20
-        if not 1 <= limit <= 100:
-            raise errors.invalid("'limit' must be between 1 and 100.", "invalid_limit", "limit")
-        query = select(batches).where(
-            batches.c.project_id == principal().project_id, batches.c.status != "validating"
-        )
-        if cursor(request.after):
-            query = query.where(batches.c.id < request.after)
+        limit = paging.page_limit(request, default=20, maximum=100)
+        project = principal().project_id
+        query = select(batches).where(batches.c.project_id == project, batches.c.status != "validating")
         async with self._db.read() as conn:
+            if request.after:
+                await check_cursor(conn, project, "batch", request.after)
+                query = query.where(batches.c.id < request.after)
             rows = (await conn.execute(query.order_by(batches.c.id.desc()).limit(limit + 1))).all()
         page = [batch_message(r) for r in rows[:limit]]
         return batches_pb2.ListBatchesResponse(
@@ -101,6 +102,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         answers the batch as it stands: a cancel whose answer was lost is retried by the SDK,
         and the retry must not fail after the first one took effect. 409 once the batch ended
         otherwise (completed, expired, failed) or is finalizing its results."""
+        request, _ = rest_input.decode_body(request)
         project = principal().project_id
         async with self._db.read() as conn:
             found = await visible_batch(conn, project, request.batch_id)
@@ -126,6 +128,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def UpdateBatchMetadata(
         self, request: batches_pb2.UpdateBatchMetadataRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
+        request, _ = rest_input.decode_body(request)
         metadata = dict(request.metadata)
         check_metadata(metadata)
         project = principal().project_id

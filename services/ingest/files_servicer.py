@@ -10,7 +10,7 @@ from google.api import httpbody_pb2
 from sqlalchemy import and_, delete, insert, select
 
 from batchgate.v1 import files_pb2, files_pb2_grpc
-from services.common import errors
+from services.common import errors, paging
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
@@ -18,11 +18,12 @@ from services.common.db import Database
 from services.common.db.schema import batches, files
 from services.common.ids import file_id
 from services.common.storage import BlobWriter, delete_blob, read_blob
-from services.ingest.lookup import cursor, visible_file
+from services.ingest.lookup import check_cursor, visible_file
 from services.ingest.upload import receive_upload
 from services.ingest.views import file_message
 
 ACCEPTED_PURPOSES = ("batch",)
+FORM_FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")  # besides `file`
 MIN_EXPIRY_S = 3600
 MAX_EXPIRY_S = 30 * 24 * 3600
 OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
@@ -62,7 +63,10 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         self._db = db
 
     def _check_fields(self, fields: dict[str, str], final: bool = False) -> None:
-        """`purpose` and `expires_after[…]`, once given (all of them once `final`)."""
+        """`purpose` and `expires_after[…]`, once given (all of them once `final`); no others."""
+        unknown = next((name for name in fields if name not in FORM_FIELDS), None)
+        if unknown is not None:
+            raise errors.invalid(f"Unknown parameter: '{unknown}'.", "unknown_parameter", unknown)
         purpose = fields.get("purpose")
         if (final or purpose is not None) and purpose not in ACCEPTED_PURPOSES:
             raise errors.invalid(
@@ -114,9 +118,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         self, request: files_pb2.ListFilesRequest, context: grpc.aio.ServicerContext
     ) -> files_pb2.ListFilesResponse:
         caller = principal()
-        limit = request.limit or 10_000
-        if not 1 <= limit <= 10_000:
-            raise errors.invalid("'limit' must be between 1 and 10000.", "invalid_limit", "limit")
+        limit = paging.page_limit(request, default=10_000, maximum=10_000)
         order = request.order or "desc"
         if order not in ("asc", "desc"):
             raise errors.invalid("'order' must be 'asc' or 'desc'.", "invalid_order", "order")
@@ -129,10 +131,12 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
             if "\x00" in request.purpose:
                 raise errors.invalid("'purpose' is not a file purpose.", "invalid_purpose", "purpose")
             query = query.where(files.c.purpose == request.purpose)
-        if cursor(request.after):
+        if request.after:
             query = query.where(files.c.id > request.after if order == "asc" else files.c.id < request.after)
         query = query.order_by(files.c.id.asc() if order == "asc" else files.c.id.desc()).limit(limit + 1)
         async with self._db.read() as conn:
+            if request.after:
+                await check_cursor(conn, caller.project_id, "file", request.after)
             rows = (await conn.execute(query)).all()
         page = [file_message(r) for r in rows[:limit]]
         return files_pb2.ListFilesResponse(

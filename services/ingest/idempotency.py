@@ -1,9 +1,10 @@
 """`Idempotency-Key` for batch creates: one key, one batch, per project, for a day.
 
 The key arrives as gRPC metadata `idempotency-key` (Envoy passes the HTTP header through).
-"The same body" means the same `CreateBatchRequest`: Envoy turns the JSON body into that
-message before we see it, so we hash its deterministic serialization. JSON that differs
-only in key order, whitespace or number spelling is therefore the same request.
+"The same body" means the same `CreateBatchRequest` fields (hashed by their deterministic
+serialization) and the same inline requests (hashed as JSON with sorted keys): JSON that
+differs only in key order or whitespace is the same request. Inline requests are kept as
+sent, so `1` and `1.0` in them differ, as they would upstream.
 
 A create claims its key (a row whose `batch_id` is null) before it stores anything, binds
 the key to its batch in the transaction that makes the batch visible, and releases the key
@@ -19,7 +20,9 @@ import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 from google.protobuf.message import Message
 from sqlalchemy import delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -52,8 +55,12 @@ def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None
     return None
 
 
-def request_hash(request: Message) -> str:
-    return hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+def request_hash(request: Message, inline: list[Any]) -> str:
+    """`request`'s fields (its `requests` left empty) and its inline records, as one digest."""
+    digest = hashlib.sha256(request.SerializeToString(deterministic=True))
+    digest.update(b"\n")
+    digest.update(orjson.dumps(inline, option=orjson.OPT_SORT_KEYS))
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common import errors
+from services.common import errors, paging
 from services.common.db import Database
 from services.common.db.dialect import lock_rows
 from services.common.db.schema import batches, files
@@ -20,21 +20,25 @@ from services.common.ids import plausible_id
 
 
 async def visible_file(
-    conn: AsyncConnection, project_id: str, ident: str, lock_in: Database | None = None
+    conn: AsyncConnection,
+    project_id: str,
+    ident: str,
+    lock_in: Database | None = None,
+    param: str = "file_id",
 ) -> Row[Any]:
-    """The caller's file `ident`, or 404 (unknown, another project's, or expired).
+    """The caller's file `ident`, or 404 naming `param` (unknown, another project's, or expired).
 
     With `lock_in`, the row stays locked until the transaction ends (PostgreSQL), so a
     concurrent delete and a create that reads the file cannot both succeed.
     """
     if not plausible_id(ident):
-        raise errors.not_found("file", ident[:80], "file_id")
+        raise errors.not_found("file", ident[:80], param)
     query = select(files).where(files.c.id == ident, files.c.project_id == project_id)
     if lock_in is not None:
         query = lock_rows(lock_in, query)
     row = (await conn.execute(query)).first()
     if row is None or (row.expires_at is not None and row.expires_at <= time.time()):
-        raise errors.not_found("file", ident, "file_id")
+        raise errors.not_found("file", ident, param)
     return row
 
 
@@ -54,8 +58,14 @@ async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> R
     return row
 
 
-def cursor(after: str) -> str:
-    """A listing's `after` cursor, checked the way an id is."""
-    if after and not plausible_id(after):
-        raise errors.invalid("'after' is not an id from a previous page.", "invalid_after", "after")
-    return after
+async def check_cursor(conn: AsyncConnection, project_id: str, kind: str, after: str) -> None:
+    """400 `invalid_after` unless `after` is one of the caller's visible batches or files."""
+    try:
+        if kind == "batch":
+            await visible_batch(conn, project_id, after)
+        else:
+            await visible_file(conn, project_id, after)
+    except errors.ApiError as exc:
+        if exc.status != 404:
+            raise
+        raise paging.unknown_cursor(kind, after[:80]) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from services.common import errors
@@ -100,6 +101,10 @@ def _filename(raw: bytes | None) -> str:
     return name[:MAX_FILENAME_CHARS] or "upload.jsonl"
 
 
+def _malformed(exc: MultipartParseError) -> errors.ApiError:
+    return errors.invalid(f"The multipart/form-data body is malformed: {exc}.", "invalid_multipart")
+
+
 def _boundary(content_type: str) -> bytes:
     kind, options = parse_options_header(content_type)
     if kind != b"multipart/form-data" or not options.get(b"boundary"):
@@ -140,7 +145,10 @@ async def receive_upload(
                     "on_part_end": collector.on_part_end,
                 },
             )
-        parser.write(data)
+        try:
+            parser.write(data)
+        except MultipartParseError as exc:
+            raise _malformed(exc) from None
         if collector.upload.size > max_bytes:
             raise errors.ApiError(
                 413, f"File is too large: the limit is {max_bytes} bytes.", "file_too_large", "file"
@@ -150,7 +158,10 @@ async def receive_upload(
         collector.pending.clear()
     if parser is None:
         raise errors.invalid("The upload was empty.", "empty_file", "file")
-    parser.finalize()
+    try:
+        parser.finalize()
+    except MultipartParseError as exc:
+        raise _malformed(exc) from None
     upload = collector.upload
     if upload.filename is None:
         raise errors.invalid("The upload has no 'file' part.", "missing_file", "file")

@@ -14,18 +14,11 @@ from typing import Any
 import orjson
 
 from services.common.config import ModelConfig, Settings
+from services.common.errors import clip
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
 ANTHROPIC_CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-
-
-def clip(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
-    """`message` cut to `limit` UTF-8 bytes, ending in '...' when cut."""
-    raw = message.encode()
-    if len(raw) <= limit:
-        return message
-    return raw[: limit - 3].decode("utf-8", "ignore") + "..."
 
 
 @dataclass(frozen=True)
@@ -59,7 +52,7 @@ class RecordChecker:
     """Catalogue lookups so far (a batch names one model, tens of thousands of times)."""
 
     def _reject(self, code: str, message: str, custom_id: str | None = None) -> Rejected:
-        return Rejected(code, clip(message), custom_id)
+        return Rejected(code, clip(message, MAX_MESSAGE_BYTES), custom_id)
 
     def check(self, raw: bytes) -> Accepted | Rejected:
         try:

@@ -14,7 +14,7 @@ from sqlalchemy import Row, select
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
-from services.common import batch_status, errors
+from services.common import batch_status, errors, paging
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.db import Database
@@ -24,6 +24,8 @@ from services.results.finalize import Finalizer, item_pages
 from services.results.lines import FAILED_STATES, FINISHED_STATES, SUCCEEDED, LineRenderer
 from services.results.recorder import Recorder
 from services.results.usage import (
+    EVENTS_PAGE_DEFAULT,
+    EVENTS_PAGE_MAX,
     UsageFilter,
     event_message,
     group_message,
@@ -137,8 +139,9 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     async def ListUsageEvents(
         self, request: results_pb2.ListUsageEventsRequest, context: grpc.aio.ServicerContext
     ) -> results_pb2.ListUsageEventsResponse:
+        limit = paging.page_limit(request, default=EVENTS_PAGE_DEFAULT, maximum=EVENTS_PAGE_MAX)
         rows, has_more = await usage_event_page(
-            self._db, await self._usage_filter(request), request.after, request.limit
+            self._db, await self._usage_filter(request), request.after, limit
         )
         page = [event_message(r) for r in rows]
         return results_pb2.ListUsageEventsResponse(

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, func, select
 
 from batchgate.v1 import results_pb2
-from services.common import errors
+from services.common import errors, paging
 from services.common import proto_values as pv
 from services.common.db import Database
 from services.common.db.schema import items, usage_events
@@ -96,34 +96,35 @@ async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) ->
         return list((await conn.execute(query)).all())
 
 
-def event_number(event_id: str) -> int:
-    """The row id inside a public `usage_<n>` id (400 when it is not one)."""
-    digits = event_id.removeprefix(EVENT_ID_PREFIX)
-    if not event_id.startswith(EVENT_ID_PREFIX) or not digits.isdigit():
-        raise errors.invalid(
-            f"'after' must be a usage event id, not {event_id!r}.", "invalid_cursor", "after"
-        )
-    return int(digits)
-
-
 async def usage_event_page(
     db: Database, where: UsageFilter, after: str, limit: int
 ) -> tuple[list[Row[Any]], bool]:
-    """(events oldest first with their item's custom_id, whether more follow)."""
-    limit = limit or EVENTS_PAGE_DEFAULT
-    if not 1 <= limit <= EVENTS_PAGE_MAX:
-        raise errors.invalid(f"'limit' must be between 1 and {EVENTS_PAGE_MAX}.", "invalid_limit", "limit")
+    """(events oldest first with their item's custom_id, whether more follow).
+
+    `after` must be one of the project's events (400 `invalid_after` otherwise)."""
     conditions = where.conditions()
-    if after:
-        conditions.append(events.id > event_number(after))
-    query = (
-        select(usage_events, items.c.custom_id)
-        .outerjoin(items, (items.c.batch_id == events.batch_id) & (items.c.idx == events.item_idx))
-        .where(*conditions)
-        .order_by(events.id)
-        .limit(limit + 1)
-    )
     async with db.read() as conn:
+        if after:
+            digits = after.removeprefix(EVENT_ID_PREFIX)
+            number = int(digits) if after.startswith(EVENT_ID_PREFIX) and digits.isdigit() else None
+            known = (
+                number is not None
+                and (
+                    await conn.execute(
+                        select(events.id).where(events.id == number, events.project_id == where.project_id)
+                    )
+                ).first()
+            )
+            if not known:
+                raise paging.unknown_cursor("usage event", after[:80])
+            conditions.append(events.id > number)
+        query = (
+            select(usage_events, items.c.custom_id)
+            .outerjoin(items, (items.c.batch_id == events.batch_id) & (items.c.idx == events.item_idx))
+            .where(*conditions)
+            .order_by(events.id)
+            .limit(limit + 1)
+        )
         rows = list((await conn.execute(query)).all())
     return rows[:limit], len(rows) > limit
 

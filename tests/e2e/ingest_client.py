@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import openai
 
-from tests.support import RunningStack, jsonl
+from tests.support import RunningStack, db_rows, jsonl
 
 VIAS = ("sdk", "http")
 ENDPOINT = "/v1/chat/completions"
@@ -114,3 +114,25 @@ def upload_records(
     answer = upload_file("sdk", stack, data, project)
     assert answer.status == 200, answer.body
     return str(answer.body["id"])
+
+
+def footprint(stack: RunningStack, project_id: str) -> dict[str, int]:
+    """What a project has stored, plus anything a create or upload could leave loose.
+
+    Output and error files of finished batches are left out: the shared stack's earlier batches
+    may finish while a test runs, and they are not what a refused create or upload leaves.
+    """
+    row = db_rows(
+        stack.database_url,
+        """
+        SELECT (SELECT count(*) FROM batches WHERE project_id = :p) AS batches,
+               (SELECT count(*) FROM files WHERE project_id = :p AND batch_id IS NULL) AS files,
+               (SELECT count(*) FROM idempotency_keys WHERE project_id = :p) AS idempotency_keys,
+               (SELECT count(*) FROM items WHERE batch_id NOT IN (SELECT id FROM batches)) AS orphan_items,
+               (SELECT count(*) FROM blobs
+                 WHERE (owner LIKE 'upload:%' OR owner LIKE 'create:%')
+                   AND id NOT IN (SELECT blob_id FROM files)) AS loose_blobs
+        """,
+        p=project_id,
+    )[0]
+    return dict(row._mapping)

@@ -18,7 +18,7 @@ def test_throughput_and_ingest_scenarios_run_and_save_records() -> None:
     before = set(results.glob("*.json")) if results.exists() else set()
     for scenario in (
         ["throughput", "--n", "30", "--latencies", "0", "--runs", "1"],
-        ["ingest", "--sizes", "50", "--line-bytes", "100"],
+        ["ingest", "--sizes", "50", "--line-bytes", "100", "--inline-lines", "50"],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *scenario],

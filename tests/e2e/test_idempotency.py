@@ -1,14 +1,16 @@
 """Idempotency-Key on POST /v1/batches: one key, one batch, one run — per project, for a day.
 
-"The same body" is the same CreateBatchRequest after Envoy's transcoding (README: API).
+"The same body" is the same parameters, whatever the key order or whitespace (README: API).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.ingest_client import VIAS, create_batch, from_file, upload_records
@@ -81,6 +83,26 @@ def test_the_same_key_with_another_body_is_422(shared_stack: RunningStack, proje
     other = create_batch(via, shared_stack, inline("idem-422", metadata={"changed": "yes"}), PROJECT, headers)
     other.expect_error(422, "idempotency_key_reused")
     assert batches_of(shared_stack, project_id) == count
+
+
+def test_key_order_and_whitespace_do_not_make_another_request(shared_stack: RunningStack) -> None:
+    """The same parameters in another order and layout replay; `1.0` for `1` in a record does
+    not (records are stored and sent upstream as given)."""
+    headers = {"Authorization": f"Bearer {shared_stack.keys[PROJECT]}", "Content-Type": "application/json"}
+    headers |= key_header()
+    body = inline(f"idem-layout-{uuid.uuid4().hex[:8]}", metadata={"a": "1", "b": "2"})
+    body["requests"][0]["body"]["max_tokens"] = 1
+    url = f"{shared_stack.base_url}/batches"
+    first = httpx.post(url, content=json.dumps(body), headers=headers, timeout=60)
+    assert first.status_code == 200, first.text
+    reordered = {k: body[k] for k in reversed(body)}
+    reordered["metadata"] = {"b": "2", "a": "1"}
+    again = httpx.post(url, content=json.dumps(reordered, indent=2), headers=headers, timeout=60)
+    assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
+    assert again.headers["idempotent-replayed"] == "true"
+    body["requests"][0]["body"]["max_tokens"] = 1.0
+    other = httpx.post(url, content=json.dumps(body), headers=headers, timeout=60)
+    assert (other.status_code, other.json()["error"]["code"]) == (422, "idempotency_key_reused")
 
 
 def test_keys_belong_to_a_project(shared_stack: RunningStack, project_id: str) -> None:

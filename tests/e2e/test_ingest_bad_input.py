@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.ingest_client import VIAS, create_batch, from_file, upload_records
+from tests.e2e.ingest_client import VIAS, create_batch, footprint, from_file, upload_records
 from tests.support import RunningStack, add_project, db_rows, jsonl, read_jsonl, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
@@ -55,28 +55,6 @@ def context(shared_stack: RunningStack) -> Context:
     answer = create_batch("http", shared_stack, from_file(partly_bad), PROJECT)
     wait_for_batch(shared_stack.client(PROJECT), answer.body["id"])  # its files are written by now
     return Context(project_id, input_file, other, answer.body["rejected_records_file_id"])
-
-
-def footprint(stack: RunningStack, project_id: str) -> dict[str, int]:
-    """What a project has stored, plus anything a create or upload could leave loose.
-
-    Output and error files of finished batches are left out: the shared stack's earlier batches
-    may finish while a test runs, and they are not what a refused create or upload leaves.
-    """
-    row = db_rows(
-        stack.database_url,
-        """
-        SELECT (SELECT count(*) FROM batches WHERE project_id = :p) AS batches,
-               (SELECT count(*) FROM files WHERE project_id = :p AND batch_id IS NULL) AS files,
-               (SELECT count(*) FROM idempotency_keys WHERE project_id = :p) AS idempotency_keys,
-               (SELECT count(*) FROM items WHERE batch_id NOT IN (SELECT id FROM batches)) AS orphan_items,
-               (SELECT count(*) FROM blobs
-                 WHERE (owner LIKE 'upload:%' OR owner LIKE 'create:%')
-                   AND id NOT IN (SELECT blob_id FROM files)) AS loose_blobs
-        """,
-        p=project_id,
-    )[0]
-    return dict(row._mapping)
 
 
 # --- requests refused as a whole --------------------------------------------------------------

@@ -82,3 +82,26 @@ def test_native_grpc_errors_carry_status_and_openai_body(shared_stack: RunningSt
         with pytest.raises(grpc.RpcError) as caught:
             batches.GetBatch(batches_pb2.GetBatchRequest(batch_id="batch_missing"), timeout=10)
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_native_grpc_inline_requests_and_presence_aware_limit(shared_stack: RunningStack) -> None:
+    """Typed fields, no `http_body`: inline records travel as protobuf Values, `limit` unset
+    means the default and `limit: 0` is refused like `?limit=0`."""
+    metadata = (("authorization", f"Bearer {shared_stack.key}"),)
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        batches = batches_pb2_grpc.BatchServiceStub(channel)
+        request = batches_pb2.CreateBatchRequest(
+            endpoint="/v1/chat/completions", completion_window="24h", metadata={"via": "grpc"}
+        )
+        for record in chat_records(2, prefix="grpc-inline"):
+            request.requests.add().struct_value.update(record)
+        batch = batches.CreateBatch(request, metadata=metadata, timeout=30)
+        assert (batch.request_counts.total, batch.rejected_count) == (2, 0)
+        assert batch.metadata.struct_value["via"] == "grpc"
+
+        listed = batches.ListBatches(batches_pb2.ListBatchesRequest(), metadata=metadata, timeout=10)
+        assert batch.id in [b.id for b in listed.data]
+        with pytest.raises(grpc.RpcError) as caught:
+            batches.ListBatches(batches_pb2.ListBatchesRequest(limit=0), metadata=metadata, timeout=10)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert '"code":"invalid_limit"' in dict(caught.value.trailing_metadata())["x-oai-error"]

@@ -37,6 +37,15 @@ def _request(metadata: dict[str, str], **fields: object) -> batches_pb2.CreateBa
 def test_the_same_request_hashes_the_same_whatever_the_map_order() -> None:
     one = _request({"a": "1", "b": "2"}, input_file_id="file-1")
     two = _request({"b": "2", "a": "1"}, input_file_id="file-1")
-    assert request_hash(one) == request_hash(two)
-    assert request_hash(one) != request_hash(_request({"a": "1", "b": "3"}, input_file_id="file-1"))
-    assert request_hash(one) != request_hash(_request({"a": "1", "b": "2"}, input_file_id="file-2"))
+    assert request_hash(one, []) == request_hash(two, [])
+    assert request_hash(one, []) != request_hash(_request({"a": "1", "b": "3"}, input_file_id="file-1"), [])
+    assert request_hash(one, []) != request_hash(_request({"a": "1", "b": "2"}, input_file_id="file-2"), [])
+
+
+def test_inline_requests_hash_the_same_whatever_their_key_order() -> None:
+    request = _request({})
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    same = {"messages": [{"content": "hi", "role": "user"}], "model": "m"}
+    assert request_hash(request, [{"body": body}]) == request_hash(request, [{"body": same}])
+    assert request_hash(request, [{"body": body}]) != request_hash(request, [{"body": {**body, "n": 1}}])
+    assert request_hash(request, [{"body": body}]) != request_hash(request, [{"body": body}, {"body": body}])

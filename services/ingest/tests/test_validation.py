@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.config import load_settings
-from services.ingest.validation import ANTHROPIC_CUSTOM_ID, Accepted, RecordChecker, Rejected, clip
+from services.common.errors import clip
+from services.ingest.validation import ANTHROPIC_CUSTOM_ID, Accepted, RecordChecker, Rejected
 
 ENDPOINT = "/v1/chat/completions"
 
@@ -80,9 +81,9 @@ def test_oversized_body_is_rejected() -> None:
 
 
 def test_messages_are_cut_to_512_bytes_with_an_ellipsis() -> None:
-    assert clip("é" * 400).endswith("...")
-    assert len(clip("é" * 400).encode()) <= 512
-    assert clip("short") == "short"
+    assert clip("é" * 400, 512).endswith("...")
+    assert len(clip("é" * 400, 512).encode()) <= 512
+    assert clip("short", 512) == "short"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,35 @@
+"""The paging parameters every list shares: `limit` and the `after` cursor.
+
+`limit` is a presence-aware field (`optional int32`), so a `limit=0` is refused instead of
+read as "not given". `after` must name an object the caller can see: a cursor that names
+nothing (a typo, another project's id) would otherwise page from an arbitrary point, and
+the client could not tell.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import Message
+
+from services.common import errors
+
+
+def page_limit(request: Message, default: int, maximum: int) -> int:
+    """The request's `limit`, `default` when it is not set; 400 `invalid_limit` outside 1..maximum."""
+    if not request.HasField("limit"):  # type: ignore[arg-type]
+        return default
+    limit: int = request.limit  # type: ignore[attr-defined]
+    if not 1 <= limit <= maximum:
+        raise errors.invalid(
+            f"'limit' must be between 1 and {maximum}; got {limit}.", "invalid_limit", "limit"
+        )
+    return limit
+
+
+def unknown_cursor(kind: str, after: str) -> errors.ApiError:
+    """400 `invalid_after`: `after` is not one of the caller's objects."""
+    return errors.invalid(
+        f"'after' must be the id of a {kind} from a previous page; there is no {kind} '{after}' "
+        f"of yours to page after.",
+        "invalid_after",
+        "after",
+    )
