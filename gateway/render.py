@@ -27,6 +27,7 @@ LUA_FILTER = HERE / "oai_errors.lua"
 SERVICE_CLUSTERS = {
     "batchgate.v1.FilesService": "ingest",
     "batchgate.v1.BatchService": "ingest",
+    "batchgate.v1.ModelsService": "ingest",
     "batchgate.v1.ResultsService": "results",
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers
