@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from google.protobuf import descriptor_pb2
 
+from gateway import panel
 from services.common.config import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -117,6 +118,7 @@ def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[s
         }
         for m in methods
     ]
+    panel.install(hcm)
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
     filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = (
         f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n" + LUA_FILTER.read_text()
