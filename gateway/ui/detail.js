@@ -82,8 +82,7 @@ export function renderDetail(main, batchId) {
   }
 
   function renderActions() {
-    const cancellable = batch.status === 'in_progress' || batch.status === 'validating';
-    if (!cancellable) {
+    if (batch.status !== 'in_progress') {
       replace(actions);
       return;
     }

@@ -10,6 +10,11 @@ const MAX_VALUE = 512;
 
 let editors = 0;
 
+/** Metadata pairs sorted by key: the API's maps keep no order, so the page keeps its own. */
+function sortedPairs(metadata) {
+  return Object.entries(metadata || {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 /** A metadata editor filled with `metadata`; `.read()` answers {metadata, error}. */
 export function tagEditor(metadata, { legend = 'Tags (metadata)', legendHidden = false } = {}) {
   const id = `tags-${++editors}`;
@@ -68,7 +73,7 @@ export function tagEditor(metadata, { legend = 'Tags (metadata)', legendHidden =
   }
 
   addButton.addEventListener('click', () => addRow().focus());
-  for (const [key, value] of Object.entries(metadata || {})) addRow(key, value);
+  for (const [key, value] of sortedPairs(metadata)) addRow(key, value);
 
   return {
     element: fieldset,
@@ -89,7 +94,7 @@ export function tagEditor(metadata, { legend = 'Tags (metadata)', legendHidden =
 
 /** Tags as compact chips (read-only). */
 export function tagChips(metadata) {
-  const entries = Object.entries(metadata || {});
+  const entries = sortedPairs(metadata);
   if (!entries.length) return null;
   return h(
     'ul',

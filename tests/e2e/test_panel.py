@@ -294,9 +294,11 @@ def test_tags_are_edited_and_filter_the_list(panel: Panel) -> None:
     panel.open(f"#/batches/{tagged.id}")
     panel.sign_in()
     panel.batch_status().to_have_text("completed")
-    expect(page.get_by_label("Tag 2 value")).to_have_value("draft")
-    page.get_by_label("Tag 2 value").fill("reviewed")
-    page.get_by_role("button", name="Remove tag 1").click()
+    # Tags are listed by key (the API keeps no order): stage, then team.
+    expect(page.get_by_label("Tag 1 key")).to_have_value("stage")
+    expect(page.get_by_label("Tag 2 key")).to_have_value("team")
+    page.get_by_label("Tag 1 value").fill("reviewed")
+    page.get_by_role("button", name="Remove tag 2").click()
     page.get_by_role("button", name="Add tag").click()
     page.keyboard.type("owner")  # the new row's key field has the focus
     page.keyboard.press("Tab")
@@ -313,7 +315,7 @@ def test_tags_are_edited_and_filter_the_list(panel: Panel) -> None:
     rows = page.locator("table.batches tbody tr")
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text(tagged.id)
-    expect(rows.first).to_contain_text("owner=qa")
+    expect(rows.first.locator(".chip")).to_have_text(["owner=qa", "stage=reviewed"])
     assert "tag=owner%3Dqa" in page.url and "status=completed" in page.url
     panel.shot("list-filtered")
 
