@@ -5,6 +5,13 @@
 # embedded stack (`up`: SQLite in the data volume, the simulated upstream).
 
 ARG PYTHON_VERSION=3.11
+ARG NODE_VERSION=20
+
+# The web panel's third-party browser code, from gateway/ui/package-lock.json (checked by npm).
+FROM node:${NODE_VERSION}-bookworm-slim AS panel
+WORKDIR /ui
+COPY gateway/ui/package.json gateway/ui/package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
 
 FROM python:${PYTHON_VERSION}-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -14,6 +21,7 @@ COPY pyproject.toml README.md ./
 COPY batchgate ./batchgate
 COPY services ./services
 COPY gateway ./gateway
+COPY --from=panel /ui/node_modules/papaparse ./gateway/ui/node_modules/papaparse
 # A plain (non-editable) install: the venv alone is the application, Envoy's binary included.
 RUN /opt/batchgate/bin/pip install . \
  && /opt/batchgate/bin/batchgate --help > /dev/null

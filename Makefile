@@ -4,6 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The web panel's third-party browser code (Papa Parse), installed from its lock file by npm.
+UI := gateway/ui
+UI_STAMP := $(UI)/node_modules/.installed
+# The browser the panel's tests drive (Playwright cannot download browsers here).
+CHROMIUM := /usr/bin/chromium
 
 # The suite runs against PostgreSQL too; point it elsewhere, or set it empty to skip those tests.
 BATCHGATE_TEST_DATABASE_URL ?= postgresql+asyncpg://postgres@127.0.0.1:5432/test
@@ -17,10 +22,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
+$(UI_STAMP): $(UI)/package.json $(UI)/package-lock.json
+	cd $(UI) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(UI_STAMP)
+
+# Only when it is missing: Debian's chromium, as root or through sudo.
+$(CHROMIUM):
+	$(if $(filter 0,$(shell id -u)),,sudo) sh -c 'apt-get update -qq && apt-get install -y -qq chromium'
+
+run: $(STAMP) $(UI_STAMP)
 	$(VENV)/bin/batchgate up $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(UI_STAMP) $(CHROMIUM)
 	$(PY) -m ruff check .
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -39,4 +52,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .ruff_cache $(UI)/node_modules

@@ -368,11 +368,15 @@ def cmd_up(args: argparse.Namespace) -> None:
             if settings.uses_simulator
             else f"{len(settings.providers)} configured provider(s)"
         )
+        from gateway import panel
+
+        web_panel = f"{settings.base_url}/ui/" if panel.assets() is not None else "not installed (run `make`)"
         print(
             f"\nbatchgate is up ({settings.executors} executor(s), {upstream}, "
             f"database {settings.resolved_database_url})\n"
             f"  base URL : {settings.base_url}/v1\n"
             f"  API key  : {secret}\n"
+            f"  web panel: {web_panel}\n"
             f"  try      : OPENAI_BASE_URL={settings.base_url}/v1 OPENAI_API_KEY={secret} "
             "python your_script.py\n"
             f"Ctrl-C stops everything.\n",

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from google.protobuf import descriptor_pb2
 
+from gateway import panel
 from services.common.config import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -27,6 +28,7 @@ LUA_FILTER = HERE / "oai_errors.lua"
 SERVICE_CLUSTERS = {
     "batchgate.v1.FilesService": "ingest",
     "batchgate.v1.BatchService": "ingest",
+    "batchgate.v1.ModelsService": "ingest",
     "batchgate.v1.ResultsService": "results",
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers
@@ -116,6 +118,7 @@ def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[s
         }
         for m in methods
     ]
+    panel.install(hcm)
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
     filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = (
         f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n" + LUA_FILTER.read_text()

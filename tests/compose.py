@@ -121,6 +121,8 @@ def load(
 @dataclass
 class Stage:
     image: str
+    name: str = ""
+    """What `FROM image AS name` calls it."""
     instructions: list[tuple[str, str]] = field(default_factory=list)
     """(INSTRUCTION, arguments), continuation lines joined."""
 
@@ -160,8 +162,10 @@ def read_dockerfile(path: Path = DOCKERFILE) -> Dockerfile:
             name, _, default = arguments.partition("=")
             args[name] = default
         elif instruction == "FROM":
-            image = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), ""), arguments.split()[0])
-            stages.append(Stage(image))
+            words = arguments.split()
+            image = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), ""), words[0])
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else ""
+            stages.append(Stage(image, name))
         else:
             stages[-1].instructions.append((instruction, arguments))
     return Dockerfile(stages)

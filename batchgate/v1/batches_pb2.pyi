@@ -53,12 +53,18 @@ class GetBatchRequest(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ...) -> None: ...
 
 class ListBatchesRequest(_message.Message):
-    __slots__ = ("after", "limit")
+    __slots__ = ("after", "limit", "status", "metadata_key", "metadata_value")
     AFTER_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_KEY_FIELD_NUMBER: _ClassVar[int]
+    METADATA_VALUE_FIELD_NUMBER: _ClassVar[int]
     after: str
     limit: int
-    def __init__(self, after: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    status: str
+    metadata_key: str
+    metadata_value: str
+    def __init__(self, after: _Optional[str] = ..., limit: _Optional[int] = ..., status: _Optional[str] = ..., metadata_key: _Optional[str] = ..., metadata_value: _Optional[str] = ...) -> None: ...
 
 class ListBatchesResponse(_message.Message):
     __slots__ = ("object", "data", "first_id", "last_id", "has_more")

@@ -86,7 +86,8 @@ class BatchServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListBatches(self, request, context):
-        """Lists the caller's batches, newest first.
+        """Lists the caller's batches, newest first, optionally only those in one status or with
+        one metadata tag.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

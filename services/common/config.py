@@ -101,6 +101,11 @@ class ModelConfig:
     endpoints: tuple[str, ...] = ()
     """Endpoints this model serves; empty means every supported endpoint."""
 
+    @property
+    def served_endpoints(self) -> tuple[str, ...]:
+        """The endpoints a batch using this model may target."""
+        return self.endpoints or SUPPORTED_ENDPOINTS
+
 
 LOG_FORMATS = ("auto", "json", "text")
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")

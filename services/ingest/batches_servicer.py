@@ -6,15 +6,17 @@ import logging
 
 import grpc
 import orjson
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
 from services.common.auth import principal
+from services.common.batch_status import ALLOWED_FROM
 from services.common.config import Settings
 from services.common.db import Database
+from services.common.db.dialect import json_object_has
 from services.common.db.schema import batches
 from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
 from services.ingest.idempotency import key_from_metadata
@@ -24,6 +26,7 @@ from services.ingest.views import batch_message
 log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
+LISTED_STATUSES = tuple(ALLOWED_FROM)  # a batch is listed once it left `validating`
 
 
 class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
@@ -81,6 +84,8 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         limit = paging.page_limit(request, default=20, maximum=100)
         project = principal().project_id
         query = select(batches).where(batches.c.project_id == project, batches.c.status != "validating")
+        for condition in self._list_filters(request):
+            query = query.where(condition)
         async with self._db.read() as conn:
             if request.after:
                 await check_cursor(conn, project, "batch", request.after)
@@ -94,6 +99,24 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             first_id=pv.string_or_null(page[0].id if page else None),
             last_id=pv.string_or_null(page[-1].id if page else None),
         )
+
+    def _list_filters(self, request: batches_pb2.ListBatchesRequest) -> list[ColumnElement[bool]]:
+        """The `status` and `metadata_key`/`metadata_value` filters of a listing, checked."""
+        conditions = []
+        if request.status:
+            if request.status not in LISTED_STATUSES:
+                raise errors.invalid(
+                    f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
+                )
+            conditions.append(batches.c.status == request.status)
+        if request.metadata_value and not request.metadata_key:
+            raise errors.invalid(
+                "'metadata_value' needs 'metadata_key'.", "invalid_metadata_filter", "metadata_value"
+            )
+        if request.metadata_key:
+            value = request.metadata_value or None
+            conditions.append(json_object_has(self._db, batches.c.metadata, request.metadata_key, value))
+        return conditions
 
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext

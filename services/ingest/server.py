@@ -5,7 +5,14 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
-from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
+from batchgate.v1 import (
+    batches_pb2,
+    batches_pb2_grpc,
+    files_pb2,
+    files_pb2_grpc,
+    models_pb2,
+    models_pb2_grpc,
+)
 from services.common import rpc_client, telemetry
 from services.common.config import Settings
 from services.common.db import Database
@@ -15,6 +22,7 @@ from services.ingest.batches_servicer import BatchesServicer
 from services.ingest.files_servicer import FilesServicer
 from services.ingest.idempotency import IdempotencyKeys
 from services.ingest.metrics import IngestMetrics
+from services.ingest.models_servicer import ModelsServicer
 from services.ingest.sweeps import run_sweeps
 
 
@@ -36,9 +44,11 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         batches_pb2_grpc.add_BatchServiceServicer_to_server(
             BatchesServicer(settings, db, scheduler, creator), server
         )
+        models_pb2_grpc.add_ModelsServiceServicer_to_server(ModelsServicer(settings), server)
         return [
             files_pb2.DESCRIPTOR.services_by_name["FilesService"].full_name,
             batches_pb2.DESCRIPTOR.services_by_name["BatchService"].full_name,
+            models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name,
         ]
 
     async def close_channels() -> None:

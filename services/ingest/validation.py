@@ -129,7 +129,7 @@ class RecordChecker:
             return self._reject(
                 "model_not_found", f"The model {model!r} is not offered by this gateway.", custom_id
             )
-        if offered.endpoints and self.endpoint not in offered.endpoints:
+        if self.endpoint not in offered.served_endpoints:
             return self._reject(
                 "model_not_found", f"The model {model!r} does not serve {self.endpoint}.", custom_id
             )

@@ -94,3 +94,61 @@ def test_cancel_is_repeatable_and_409_once_the_batch_ended_otherwise(shared_stac
         client.batches.cancel(finished.id)
     assert caught.value.code == "batch_not_cancellable"
     assert client.batches.cancel(done.id).status == "cancelled"  # a retried cancel still succeeds
+
+
+def test_listing_filters_by_status_and_metadata_tag(shared_stack: RunningStack) -> None:
+    add_project(shared_stack, "filters")
+    client = shared_stack.client("filters")
+    url = f"{shared_stack.base_url}/batches"
+    auth = {"Authorization": f"Bearer {shared_stack.keys['filters']}"}
+
+    def create(tag: str, metadata: dict[str, str] | None, **body: object) -> str:
+        return client.batches.create(
+            input_file_id=upload(client, chat_records(1, prefix=tag, **body)).id,
+            endpoint=ENDPOINT,
+            completion_window="24h",
+            metadata=metadata,
+        ).id
+
+    search = create("search", {"team": "search", "env": "prod"})
+    ads = create("ads", {"team": "ads"})
+    bare = create("bare", None)
+    odd = create("odd", {'we"ird.key$[0]': "it's"})  # any key: never spliced into a JSON path
+    stopped = create("stopped", {"team": "search"}, x_sim={"delay_ms": 1500})
+    client.batches.cancel(stopped)
+    for batch_id in (search, ads, bare, odd, stopped):
+        wait_for_batch(client, batch_id)
+
+    def listed(**params: object) -> list[str]:
+        answer = httpx.get(url, params=params, headers=auth, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return [b["id"] for b in answer.json()["data"]]
+
+    assert listed(metadata_key="team") == [stopped, ads, search]  # newest first
+    assert listed(metadata_key="team", metadata_value="search") == [stopped, search]
+    assert listed(metadata_key="team", metadata_value="nobody") == []
+    assert listed(metadata_key='we"ird.key$[0]', metadata_value="it's") == [odd]
+    assert listed(status="cancelled") == [stopped]
+    assert listed(status="completed", metadata_key="team", metadata_value="search") == [search]
+    assert listed(status="completed") == [odd, bare, ads, search]
+    first = httpx.get(url, params={"status": "completed", "limit": 2}, headers=auth, timeout=30).json()
+    assert first["has_more"] and [b["id"] for b in first["data"]] == [odd, bare]
+    assert listed(status="completed", after=first["last_id"]) == [ads, search]  # pages stay filtered
+
+    bad = httpx.get(url, params={"status": "done"}, headers=auth, timeout=30)
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_status")
+    lonely = httpx.get(url, params={"metadata_value": "x"}, headers=auth, timeout=30)
+    assert (lonely.status_code, lonely.json()["error"]["code"]) == (400, "invalid_metadata_filter")
+
+
+def test_models_lists_the_configured_public_names(shared_stack: RunningStack) -> None:
+    models = shared_stack.client().models.list()
+    expected = shared_stack.settings.models
+    assert [m.id for m in models.data] == [m.name for m in expected]
+    for model, configured in zip(models.data, expected, strict=True):
+        assert (model.object, model.owned_by, model.created) == ("model", "batchgate", 0)
+        assert model.model_extra["endpoints"] == list(configured.served_endpoints)
+    embeddings = next(m for m in models.data if m.id == "text-embedding-3-small")
+    assert embeddings.model_extra["endpoints"] == ["/v1/embeddings"]
+    refused = httpx.get(f"{shared_stack.base_url}/models", timeout=30)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "invalid_api_key")

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 from services.common.config import Settings
-from tests.compose import ROOT, read_dockerfile
+from tests.compose import ROOT, Stage, read_dockerfile
 from tests.support import clean_environ
 
 
@@ -40,10 +40,28 @@ def test_dockerfile_exposes_the_configured_ports() -> None:
     assert exposed == ports | {defaults.executor_port, defaults.simulator_port}
 
 
+def _stage(name: str) -> Stage:
+    return next(stage for stage in read_dockerfile().stages if stage.name == name)
+
+
 def _copied_sources() -> list[str]:
     """What the build stage copies from the build context."""
-    build = read_dockerfile().stages[0]
-    return [src for arguments in build.instruction("COPY") for src in arguments.split()[:-1]]
+    copies = [arguments.split() for arguments in _stage("build").instruction("COPY")]
+    return [src for words in copies if not words[0].startswith("--from=") for src in words[:-1]]
+
+
+def _panel_copies() -> list[tuple[Path, str]]:
+    """What the build stage takes from the `panel` stage's `npm ci`, as (the same files here,
+    where `make` ran `npm ci` on the same lock file; destination in the build context)."""
+    panel = _stage("panel")
+    workdir = Path(panel.instruction("WORKDIR")[-1])
+    lock_dir = Path(panel.instruction("COPY")[0].split()[0]).parent
+    copies = []
+    for arguments in _stage("build").instruction("COPY"):
+        words = arguments.split()
+        if words[0] == "--from=panel":
+            copies.append((ROOT / lock_dir / Path(words[1]).relative_to(workdir), words[2]))
+    return copies
 
 
 def test_the_image_copies_every_package_and_the_context_keeps_them() -> None:
@@ -53,6 +71,8 @@ def test_the_image_copies_every_package_and_the_context_keeps_them() -> None:
     ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
     assert not ignored & set(sources)
     assert ".venv" in ignored and ".git" in ignored
+    assert "**/node_modules" in ignored  # npm packages come from the panel stage's `npm ci` only
+    assert [dest for _, dest in _panel_copies()] == ["./gateway/ui/node_modules/papaparse"]
 
 
 def test_what_the_image_installs_runs_without_the_source_tree(tmp_path: Path) -> None:
@@ -61,9 +81,13 @@ def test_what_the_image_installs_runs_without_the_source_tree(tmp_path: Path) ->
     for source in _copied_sources():
         path = ROOT / source
         if path.is_dir():
-            shutil.copytree(path, context / source, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                path, context / source, ignore=shutil.ignore_patterns("__pycache__", "node_modules")
+            )
         else:
             shutil.copy(path, context / source)
+    for installed, dest in _panel_copies():
+        shutil.copytree(installed, context / dest)
     wheels, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(context)]
@@ -91,3 +115,6 @@ def test_what_the_image_installs_runs_without_the_source_tree(tmp_path: Path) ->
         assert run.returncode == 0, run.stderr
     config = (tmp_path / "envoy.yaml").read_text()
     assert str(site / "gateway" / "api.pb") in config
+    # The web panel ships in the image, its npm dependency included.
+    for served in ("index.html", "app.js", "node_modules/papaparse/papaparse.min.js"):
+        assert str(site / "gateway" / "ui" / served) in config

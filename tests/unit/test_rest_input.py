@@ -7,6 +7,8 @@ its raw body to `http_body`, and every public request field has a type the decod
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from google.api import annotations_pb2, httpbody_pb2
 from google.protobuf import descriptor_pool, json_format
 from google.protobuf.message import Message
 
+import batchgate.v1
 from batchgate.v1 import batches_pb2, files_pb2, results_pb2
 from gateway.render import public_methods
 from services.common import rest_input
@@ -279,6 +282,8 @@ def test_query_strings(case: Query) -> None:
 
 def _public_methods() -> list[tuple[Any, Any]]:
     """(method descriptor, its google.api.http rule) for every public RPC."""
+    for module in pkgutil.iter_modules(batchgate.v1.__path__):  # every public proto in the pool
+        importlib.import_module(f"batchgate.v1.{module.name}")
     pool = descriptor_pool.Default()
     found = [pool.FindMethodByName(f"{m.service}.{m.name}") for m in public_methods()]
     return [(method, method.GetOptions().Extensions[annotations_pb2.http]) for method in found]

@@ -8,6 +8,8 @@
 - Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
   single writer process is the leader.
 - Bulk inserts: `COPY` on PostgreSQL; Core executemany on SQLite.
+- Matching a key (and value) inside a JSON-object text column: `jsonb` operators on
+  PostgreSQL, `json_each` on SQLite.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, any_, func, text
+from sqlalchemy import ColumnElement, Select, Table, any_, cast, func, literal, select, text
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.engine import Database
@@ -78,6 +81,22 @@ def lock_rows(db: Database, query: Select[Any]) -> Select[Any]:
     if db.is_postgres:
         return query.with_for_update()
     return query
+
+
+def json_object_has(
+    db: Database, column: ColumnElement[Any], key: str, value: str | None = None
+) -> ColumnElement[bool]:
+    """True where `column` (text holding a JSON object of strings, or NULL) has `key`, and with
+    `value`, has it with that string value. Any key works: it is a bound parameter, never
+    spliced into a JSON path."""
+    if db.is_postgres:
+        found = cast(column, JSONB).op("->>")(key)
+        return found.is_not(None) if value is None else found == value
+    entries = func.json_each(column).table_valued("key", "value")
+    match = entries.c.key == key
+    if value is not None:
+        match = match & (entries.c.value == value)
+    return select(literal(1)).select_from(entries).where(match).exists()
 
 
 async def notify(db: Database, conn: AsyncConnection, channel: str, payload: str = "") -> None:
