@@ -5,8 +5,11 @@
 # embedded stack (`up`: SQLite in the data volume, the simulated upstream).
 
 ARG PYTHON_VERSION=3.11
+# The base of both stages. Only `make test-image` overrides it (a Debian bookworm base made
+# locally, where no image registry is reachable); a real build keeps the official image.
+ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
 
-FROM python:${PYTHON_VERSION}-slim-bookworm AS build
+FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/batchgate
 WORKDIR /src
@@ -18,7 +21,7 @@ COPY gateway ./gateway
 RUN /opt/batchgate/bin/pip install . \
  && /opt/batchgate/bin/batchgate --help > /dev/null
 
-FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
+FROM ${BASE_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 batchgate \
  && useradd --system --uid 10001 --gid batchgate --home-dir /var/lib/batchgate --create-home \
       --shell /usr/sbin/nologin batchgate
