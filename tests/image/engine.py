@@ -196,6 +196,8 @@ def base_image(client: docker.DockerClient) -> str:
     with contextlib.suppress(ImageNotFound):
         if client.images.get(BASE_TAG).labels.get(RECIPE_LABEL) == recipe:
             return BASE_TAG
+    if os.geteuid() != 0:
+        raise RuntimeError(f"making {BASE_TAG} takes root (debootstrap, chroot): run make test-image as root")
     rootfs, tarball, log_path = CACHE / "rootfs", CACHE / "rootfs.tar", CACHE / "debootstrap.log"
     (CACHE / "debs").mkdir(parents=True, exist_ok=True)
     _remove_tree(rootfs)

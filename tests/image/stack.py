@@ -2,8 +2,9 @@
 `docker compose up` starts them, on the host's network.
 
 Debian's Compose (docker-compose 1.29) cannot read compose.yaml: it predates the file's `name`,
-`env_file.required` and health check `start_interval`, and Compose v2 ships only from Docker's
-own registry. So the file is read with tests/compose.py (the reading the compose tests check)
+`env_file.required` and health check `start_interval`; Compose v2 is not in Debian bookworm, and
+its downloads (Docker's apt repository, GitHub releases) are out of reach here. So the file is
+read with tests/compose.py (the reading the compose tests check)
 and each step Compose would take is one Engine API call: per service and replica a container
 with the service's command, environment, `init`, restart policy, bind mounts, named volumes
 (made for the run) and health check, started in `depends_on` order, each waited on as its

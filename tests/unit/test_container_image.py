@@ -1,8 +1,9 @@
 """The Dockerfile: multi-stage, slim, non-root, and what it installs runs without the source tree.
 
-No container engine runs here, so the image's build step is repeated by hand: the same files the
-Dockerfile copies are built into a wheel, installed apart from the repository, and the installed
-package must find its data (Envoy template, descriptor set, Lua filter, migrations).
+`make test` needs no container engine, so the image's build step is repeated by hand: the same
+files the Dockerfile copies are built into a wheel, installed apart from the repository, and the
+installed package must find its data (Envoy template, descriptor set, Lua filter, migrations).
+`make test-image` (opt-in, tests/image) builds the image itself and runs its containers.
 """
 
 from __future__ import annotations
