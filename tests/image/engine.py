@@ -149,16 +149,21 @@ def _own_daemon() -> Iterator[docker.DockerClient]:
 
 
 def _stop_daemon(pidfile: Path, process: subprocess.Popen[bytes] | None = None) -> None:
-    """SIGTERM to the daemon this module started (its own pid file names it), then wait."""
-    try:
-        pid = int(pidfile.read_text())
-    except (OSError, ValueError):
-        pid = process.pid if process is not None else 0
-    if pid <= 0:
-        return
+    """SIGTERM to the daemon this module started, then wait: `process`, or else the one a killed
+    run left, named by the pid file and checked to be that dockerd (never a recycled pid)."""
+    if process is not None:
+        pid = process.pid
+    else:
+        try:
+            pid = int(pidfile.read_text())
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return
+        if f"--pidfile={pidfile}".encode() not in argv:
+            return
 
     def running() -> bool:
-        if process is not None and process.pid == pid:
+        if process is not None:
             return process.poll() is None  # also reaps it
         try:
             return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

@@ -58,7 +58,7 @@ class ContainerCompose(Topology):
     client: docker.DockerClient = field(kw_only=True)
     image: str = field(kw_only=True)
     run_id: str = field(kw_only=True, default_factory=lambda: uuid.uuid4().hex[:8])
-    containers: list[tuple[str, Container]] = field(default_factory=list)
+    containers: list[tuple[str, Container]] = field(default_factory=list, init=False)
     """(service, container) in start order."""
 
     def environment(self, name: str, replica: int = 0) -> dict[str, str]:
