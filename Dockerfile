@@ -5,8 +5,8 @@
 # embedded stack (`up`: SQLite in the data volume, the simulated upstream).
 
 ARG PYTHON_VERSION=3.11
-# The base of both stages. Only `make test-image` overrides it (a Debian bookworm base made
-# locally, where no image registry is reachable); a real build keeps the official image.
+# The base of both stages: the official image unless overridden (a mirror, a hardened copy;
+# `make test-image` builds on a Debian bookworm base made locally, where no registry is reachable).
 ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
 
 FROM ${BASE_IMAGE} AS build
