@@ -5,15 +5,21 @@
 # embedded stack (`up`: SQLite in the data volume, the simulated upstream).
 
 ARG PYTHON_VERSION=3.11
-ARG NODE_VERSION=20
+# The base of every stage: the official image unless overridden (a mirror, a hardened copy;
+# `make test-image` builds on a Debian bookworm base made locally, where no registry is reachable).
+ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
 
 # The web panel's third-party browser code, from gateway/ui/package-lock.json (checked by npm).
-FROM node:${NODE_VERSION}-bookworm-slim AS panel
+# Debian's npm on the same base, so the build needs no image besides BASE_IMAGE.
+FROM ${BASE_IMAGE} AS panel
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends npm \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /ui
 COPY gateway/ui/package.json gateway/ui/package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 
-FROM python:${PYTHON_VERSION}-slim-bookworm AS build
+FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/batchgate
 WORKDIR /src
@@ -26,7 +32,7 @@ COPY --from=panel /ui/node_modules/papaparse ./gateway/ui/node_modules/papaparse
 RUN /opt/batchgate/bin/pip install . \
  && /opt/batchgate/bin/batchgate --help > /dev/null
 
-FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
+FROM ${BASE_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 batchgate \
  && useradd --system --uid 10001 --gid batchgate --home-dir /var/lib/batchgate --create-home \
       --shell /usr/sbin/nologin batchgate

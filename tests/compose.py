@@ -8,6 +8,8 @@ included) as local processes: service host names become 127.0.0.1, every port a 
 and services start in `depends_on` order, each waiting on the health checks the file declares,
 as Compose does. Services that run third-party images (postgres, the OpenTelemetry collector,
 Jaeger) are not started: the test supplies stand-ins (the CI PostgreSQL, an OTLP sink).
+`Topology` (which services, in what order, with what environment on one host) is shared with
+tests/image/stack.py, which runs the same services as containers of the built image.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import yaml
 from batchgate.cli import build_parser
 from batchgate.launcher import Child, Stack
 from services.common.config import env_fields, load_settings
-from tests.support import clean_environ, free_port
+from tests.otlp_sink import OtlpSink
+from tests.support import chat_records, clean_environ, free_port, read_jsonl, upload, wait_for_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"
@@ -46,6 +49,8 @@ HEALTHCHECK_KEYS = {"test", "interval", "timeout", "retries", "start_period", "s
 RESTART_POLICIES = {"no", "always", "on-failure", "unless-stopped"}
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 DURATION = re.compile(r"^(\d+(\.\d+)?(us|ms|s|m|h))+$")
+DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
+DURATION_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 PORT_MAPPING = re.compile(r"^(?:(?P<ip>[\d.]+):)?(?:(?P<host>\d+):)?(?P<container>\d+)(?:/(tcp|udp))?$")
 HOST_PORT = re.compile(r"(?P<host>[A-Za-z][A-Za-z0-9_.-]*):(?P<port>\d+)")
 # `${NAME}`, `${NAME:-default}`, `${NAME-default}`, `${NAME:?err}`, `${NAME:+alt}`, `$NAME`, `$$`.
@@ -118,11 +123,18 @@ def load(
     return interpolate(yaml.safe_load(path.read_text()), environ or {}, seen), seen
 
 
+def duration_s(text: str) -> float:
+    """A Compose duration ("10s", "1m30s", "500ms") in seconds."""
+    if not DURATION.match(text):
+        raise ValueError(f"{text!r} is not a duration")
+    return sum(float(number) * DURATION_UNIT_S[unit] for number, unit in DURATION_PART.findall(text))
+
+
 @dataclass
 class Stage:
     image: str
     name: str = ""
-    """What `FROM image AS name` calls it."""
+    """`FROM image AS name`."""
     instructions: list[tuple[str, str]] = field(default_factory=list)
     """(INSTRUCTION, arguments), continuation lines joined."""
 
@@ -133,6 +145,8 @@ class Stage:
 @dataclass
 class Dockerfile:
     stages: list[Stage]
+    args: dict[str, str] = field(default_factory=dict)
+    """The build arguments declared before the first FROM, with their defaults."""
 
     @property
     def final(self) -> Stage:
@@ -150,8 +164,13 @@ class Dockerfile:
 
 
 def read_dockerfile(path: Path = DOCKERFILE) -> Dockerfile:
+    """The file with each stage's base image as a build without --build-arg resolves it."""
     args: dict[str, str] = {}
     stages: list[Stage] = []
+
+    def expand(text: str) -> str:
+        return re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), ""), text)
+
     for raw in re.sub(r"\\\n", " ", path.read_text()).splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -160,15 +179,13 @@ def read_dockerfile(path: Path = DOCKERFILE) -> Dockerfile:
         instruction, arguments = instruction.upper(), arguments.strip()
         if instruction == "ARG" and not stages:
             name, _, default = arguments.partition("=")
-            args[name] = default
+            args[name] = expand(default)
         elif instruction == "FROM":
-            words = arguments.split()
-            image = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), ""), words[0])
-            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else ""
-            stages.append(Stage(image, name))
+            image, *alias = arguments.split()
+            stages.append(Stage(expand(image), alias[1] if alias[:1] in (["AS"], ["as"]) else ""))
         else:
             stages[-1].instructions.append((instruction, arguments))
-    return Dockerfile(stages)
+    return Dockerfile(stages, args)
 
 
 # --- what each service is ----------------------------------------------------------------------
@@ -354,16 +371,61 @@ def problems(compose: dict[str, Any], image_env: Mapping[str, str]) -> list[str]
     return _compose_problems(compose) + _batchgate_problems(compose, image_env)
 
 
+# --- what a deployment must do ------------------------------------------------------------------
+
+SERVICES_WITH_TELEMETRY = {
+    "batchgate-ingest",
+    "batchgate-scheduler",
+    "batchgate-results",
+    "batchgate-executor",
+}
+
+
+def check_sdk_batch(base_url: str, key: str, prefix: str, count: int = 20) -> None:
+    """The `openai` SDK's batch flow against a deployment: upload, create, poll until completed,
+    download; every request answered by the model, in input order."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key=key, max_retries=0)
+    records = chat_records(count, prefix=prefix)
+    batch = client.batches.create(
+        input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    done = wait_for_batch(client, batch.id, timeout_s=180)
+    assert done.status == "completed", done
+    assert done.request_counts.completed == count and done.request_counts.failed == 0
+    lines = read_jsonl(client.files.content(done.output_file_id).content)
+    assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
+    for line, record in zip(lines, records, strict=True):
+        assert line["error"] is None and line["response"]["status_code"] == 200, line
+        answer = line["response"]["body"]["choices"][0]["message"]["content"]
+        assert record["body"]["messages"][0]["content"] in answer
+
+
+def wait_for_telemetry(sink: OtlpSink, timeout_s: float = 60) -> None:
+    """Traces and metrics of every service reach the collector (`sink` stands in for it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not (
+        set(sink.services()) >= SERVICES_WITH_TELEMETRY
+        and {p.service for p in sink.points()} >= SERVICES_WITH_TELEMETRY
+    ):
+        time.sleep(0.5)
+    assert set(sink.services()) >= SERVICES_WITH_TELEMETRY, dict(sink.services())
+    assert {p.service for p in sink.points()} >= SERVICES_WITH_TELEMETRY
+
+
 # --- running -----------------------------------------------------------------------------------
 
 
 @dataclass
-class LocalCompose:
-    """The batchgate services of a compose file as local processes (see the module docstring)."""
+class Topology:
+    """The batchgate services of a compose file placed on this one host: which start, in which
+    order, and with what environment. Every port the file names becomes a free local port (the
+    same for every service that names it), a second replica gets ports of its own, and the
+    test's database stands in for the `postgres` service."""
 
     compose: dict[str, Any]
     image_env: dict[str, str]
-    tmp: Path
     database_url: str
     profiles: frozenset[str] = frozenset()
     scale: dict[str, int] = field(default_factory=dict)
@@ -372,8 +434,6 @@ class LocalCompose:
 
     def __post_init__(self) -> None:
         self.services: dict[str, Any] = self.compose["services"]
-        self.stack = Stack(load_settings(environ={}), log_dir=self.tmp / "logs", inherit_settings=False)
-        self.environments: dict[str, list[dict[str, str]]] = {}
         for service in self.services.values():
             for value in environment(service, self.image_env).values():
                 for match in HOST_PORT.finditer(value):
@@ -385,6 +445,19 @@ class LocalCompose:
         if port not in self.ports:
             self.ports[port] = free_port()
         return self.ports[port]
+
+    def api_url(self) -> str:
+        """Where a client reaches the API: the local port standing in for the one Envoy publishes."""
+        envoy = next(s for s in self.services.values() if role(s) == "envoy")
+        published = PORT_MAPPING.match(str(envoy["ports"][0]))
+        assert published is not None, envoy["ports"]
+        return f"http://127.0.0.1:{self.port(int(published.group('container')))}/v1"
+
+    def collector_port(self) -> int:
+        """The local port standing in for the collector's, where the services export telemetry."""
+        service = next(s for s in self.services.values() if is_batchgate(s))
+        endpoint = environment(service, self.image_env)["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        return self.port(int(endpoint.rsplit(":", 1)[1]))
 
     def active(self) -> list[str]:
         """Batchgate services to start, in depends_on order."""
@@ -423,10 +496,25 @@ class LocalCompose:
             )
             env[key] = "127.0.0.1" if value in self.services else value
         env["BATCHGATE_DATABASE_URL"] = self.database_url  # the CI server stands in for `postgres`
-        env["BATCHGATE_DATA_DIR"] = str(self.tmp / f"{name}-{replica}")  # each container's own disk
         if replica:
             assert role(service) == "executor", "only services nobody dials can scale on one host"
             env.update({key: str(free_port()) for key in OWN_PORTS[role(service)]})
+        return env
+
+
+@dataclass
+class LocalCompose(Topology):
+    """The batchgate services of a compose file as local processes (see the module docstring)."""
+
+    tmp: Path = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stack = Stack(load_settings(environ={}), log_dir=self.tmp / "logs", inherit_settings=False)
+
+    def environment(self, name: str, replica: int = 0) -> dict[str, str]:
+        env = super().environment(name, replica)
+        env["BATCHGATE_DATA_DIR"] = str(self.tmp / f"{name}-{replica}")  # each container's own disk
         return env
 
     def argv(self, name: str, extra: list[str] | None = None) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,16 +11,19 @@ import pytest
 from tests.support import PG_ENV, RunningStack, fresh_database, pg_base_url, running_stack
 
 DATABASE_KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+IMAGE_ENV = "BATCHGATE_TEST_IMAGE"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """PostgreSQL tests skip only when no server was named; a named one must be reachable."""
-    if pg_base_url():
-        return
-    skip = pytest.mark.skip(reason=f"{PG_ENV} not set")
+    """PostgreSQL tests skip only when no server was named; a named one must be reachable.
+    Container image tests (root, the Docker Engine, minutes) run only under `make test-image`."""
+    skip_postgres = pytest.mark.skip(reason=f"{PG_ENV} not set")
+    skip_image = pytest.mark.skip(reason=f"opt-in: `make test-image` ({IMAGE_ENV}=1)")
     for item in items:
-        if "postgres" in item.keywords:
-            item.add_marker(skip)
+        if "postgres" in item.keywords and not pg_base_url():
+            item.add_marker(skip_postgres)
+        if "image" in item.keywords and not os.environ.get(IMAGE_ENV):
+            item.add_marker(skip_image)
 
 
 @pytest.fixture(scope="session", params=DATABASE_KINDS)

@@ -103,15 +103,15 @@ async def _pg_admin(url: str, statement: str) -> None:
 
 
 @contextlib.contextmanager
-def fresh_database(kind: str, tmp: Path) -> Iterator[str]:
+def fresh_database(kind: str, tmp: Path, prefix: str = "bg_test") -> Iterator[str]:
     """A new empty database URL: a SQLite file under `tmp`, or a new PostgreSQL database
-    created next to BATCHGATE_TEST_DATABASE_URL (dropped afterwards)."""
+    `<prefix>_<random>` created next to BATCHGATE_TEST_DATABASE_URL (dropped afterwards)."""
     if kind == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp / 'batchgate.db'}"
         return
     base = pg_base_url()
     assert base, f"{PG_ENV} is not set"
-    name = f"bg_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"'))
     try:
         yield make_url(base).set(database=name).render_as_string(hide_password=False)

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from openai import OpenAI
 
 from tests import compose
 from tests.otlp_sink import OtlpSink
-from tests.support import chat_records, fresh_database, read_jsonl, upload, wait_for_batch
+from tests.support import fresh_database
 
 README = compose.ROOT / "README.md"
 
@@ -90,40 +88,18 @@ def test_compose_stack_runs_a_batch_as_processes(tmp_path: Path) -> None:
         local = compose.LocalCompose(
             parsed,
             compose.read_dockerfile().env,
-            tmp_path,
             url,
+            tmp=tmp_path,
             profiles=frozenset({"simulator"}),
             scale={"executor": 2},
         )
-        collector = parsed["x-batchgate"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
-        otlp_port = local.port(int(collector.rsplit(":", 1)[1]))
-        with OtlpSink(otlp_port) as sink, local.running():
+        with OtlpSink(local.collector_port()) as sink, local.running():
             started = sorted(child.name for child in local.stack.children)
             assert started == [
                 "envoy-0", "executor-0", "executor-1", "ingest-0", "results-0", "scheduler-0", "simulator-0"
             ]  # fmt: skip
             # `docker compose run --rm migrate keys create`
             key = local.run_once("migrate", ["keys", "create", "--name", "compose"]).strip()
-            envoy_port = local.port(int(parsed["services"]["envoy"]["ports"][0].rsplit(":", 1)[1]))
-            client = OpenAI(base_url=f"http://127.0.0.1:{envoy_port}/v1", api_key=key, max_retries=0)
-
-            records = chat_records(20, prefix="compose")
-            batch = client.batches.create(
-                input_file_id=upload(client, records).id,
-                endpoint="/v1/chat/completions",
-                completion_window="24h",
-            )
-            done = wait_for_batch(client, batch.id, timeout_s=180)
-            assert done.status == "completed" and done.request_counts.completed == 20
-            lines = read_jsonl(client.files.content(done.output_file_id).content)
-            assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
-
+            compose.check_sdk_batch(local.api_url(), key, prefix="compose")
             # Traces and metrics go where the file says: every service exports to the collector.
-            expected = {"batchgate-ingest", "batchgate-scheduler", "batchgate-results", "batchgate-executor"}
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not (
-                expected <= set(sink.services()) and expected <= {p.service for p in sink.points()}
-            ):
-                time.sleep(0.5)
-            assert expected <= set(sink.services()), dict(sink.services())
-            assert expected <= {p.service for p in sink.points()}
+            compose.wait_for_telemetry(sink)

@@ -1,8 +1,9 @@
 """The Dockerfile: multi-stage, slim, non-root, and what it installs runs without the source tree.
 
-No container engine runs here, so the image's build step is repeated by hand: the same files the
-Dockerfile copies are built into a wheel, installed apart from the repository, and the installed
-package must find its data (Envoy template, descriptor set, Lua filter, migrations).
+`make test` needs no container engine, so the image's build step is repeated by hand: the same
+files the Dockerfile copies are built into a wheel, installed apart from the repository, and the
+installed package must find its data (Envoy template, descriptor set, Lua filter, migrations).
+`make test-image` (opt-in, tests/image) builds the image itself and runs its containers.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import tomllib
 from pathlib import Path
 
 from services.common.config import Settings
-from tests.compose import ROOT, Stage, read_dockerfile
+from tests.compose import DOCKERFILE, ROOT, Stage, read_dockerfile
+from tests.image import engine
 from tests.support import clean_environ
 
 
@@ -31,6 +33,20 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert env["BATCHGATE_HOST"] == "0.0.0.0"
     settings = {f.metadata["env"] for f in dataclasses.fields(Settings) if "env" in f.metadata}
     assert {k for k in env if k.startswith("BATCHGATE_")} <= settings
+
+
+def test_the_base_is_the_official_python_image_unless_a_build_arg_says_otherwise() -> None:
+    """`make test-image` builds on a Debian base made locally (no registry there) through the
+    BASE_IMAGE build argument; a plain `docker build` keeps the official image, and the local
+    base is made of the same Debian release (its Python version is checked in the image)."""
+    dockerfile = read_dockerfile()
+    official = f"python:{dockerfile.args['PYTHON_VERSION']}-slim-bookworm"
+    assert dockerfile.args["BASE_IMAGE"] == official
+    assert [stage.image for stage in dockerfile.stages] == [official] * len(dockerfile.stages)
+    froms = [line.split()[1] for line in DOCKERFILE.read_text().splitlines() if line.startswith("FROM ")]
+    assert froms == ["${BASE_IMAGE}"] * len(dockerfile.stages)
+    assert official.endswith(f"-slim-{engine.SUITE}")
+    assert engine.BASE_TAG.startswith("batchgate-test/")  # the local base never passes for the official
 
 
 def test_dockerfile_exposes_the_configured_ports() -> None:
