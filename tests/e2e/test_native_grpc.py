@@ -1,4 +1,4 @@
-"""A native gRPC client does the same flow through Envoy's single port."""
+"""A native gRPC client does the same flow through Envoy's single port, with health and reflection."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import time
 import grpc
 import pytest
 from google.api import httpbody_pb2
+from google.protobuf import descriptor_pool
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
 from tests.support import RunningStack, chat_records, jsonl, read_jsonl
@@ -82,3 +86,42 @@ def test_native_grpc_errors_carry_status_and_openai_body(shared_stack: RunningSt
         with pytest.raises(grpc.RpcError) as caught:
             batches.GetBatch(batches_pb2.GetBatchRequest(batch_id="batch_missing"), timeout=10)
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+PUBLIC_SERVICES = [
+    "batchgate.v1.BatchService",
+    "batchgate.v1.FilesService",
+    "batchgate.v1.ResultsService",
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+]
+
+
+def test_reflection_on_envoys_port_describes_the_public_api_only(shared_stack: RunningStack) -> None:
+    """What `grpcurl -plaintext localhost:8080 list` and `describe` ask, in both versions."""
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)  # v1alpha
+        assert sorted(database.get_services()) == PUBLIC_SERVICES
+        pool = descriptor_pool.DescriptorPool(database)
+        results = pool.FindServiceByName("batchgate.v1.ResultsService")  # served by results, described too
+        assert "GetBatchResults" in results.methods_by_name
+        assert pool.FindMessageTypeByName("batchgate.v1.Batch").fields_by_name["id"]
+        with pytest.raises(KeyError):
+            pool.FindServiceByName("batchgate.internal.v1.SchedulerService")
+
+        v1 = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        (answer,) = v1(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+        assert sorted(s.name for s in answer.list_services_response.service) == PUBLIC_SERVICES
+
+
+def test_health_on_envoys_port(shared_stack: RunningStack) -> None:
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "batchgate.v1.BatchService"):
+            answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
