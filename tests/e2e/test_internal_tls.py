@@ -145,61 +145,47 @@ def test_an_identity_calls_only_what_it_is_allowed_and_nothing_changes(tmp_path:
 
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub
         recorder = recorder_pb2_grpc.RecorderServiceStub
-        # An executor may not do what only ingest does (submit, cancel, read spend) ...
-        message = denied(
-            "scheduler",
-            "executor",
-            lambda ch: scheduler(ch).CancelBatch(
-                scheduler_pb2.CancelBatchRequest(batch_id=batch.id), timeout=10
+        cancel = scheduler_pb2.CancelBatchRequest(batch_id=batch.id)
+        submit = scheduler_pb2.SubmitBatchRequest(batch_id=batch.id)
+        finalize = recorder_pb2.FinalizeBatchRequest(batch_id=batch.id)
+        failed = recorder_pb2.Outcome(ref=ref, state=recorder_pb2.OUTCOME_STATE_FAILED)
+        spend = spend_pb2.GetSpendRequest()
+        refused: list[tuple[str, str, Callable[[grpc.Channel], Any]]] = [
+            # An executor may not do what only ingest does (submit, cancel, read spend) ...
+            ("scheduler", "executor", lambda ch: scheduler(ch).CancelBatch(cancel, timeout=10)),
+            ("scheduler", "executor", lambda ch: scheduler(ch).SubmitBatch(submit, timeout=10)),
+            (
+                "results",
+                "executor",
+                lambda ch: spend_pb2_grpc.SpendServiceStub(ch).GetSpend(spend, timeout=10),
             ),
-        )
-        assert message == "executor may not call /batchgate.internal.v1.SchedulerService/CancelBatch"
-        denied(
-            "scheduler",
-            "executor",
-            lambda ch: scheduler(ch).SubmitBatch(
-                scheduler_pb2.SubmitBatchRequest(batch_id=batch.id), timeout=10
-            ),
-        )
-        denied(
-            "results",
-            "executor",
-            lambda ch: spend_pb2_grpc.SpendServiceStub(ch).GetSpend(spend_pb2.GetSpendRequest(), timeout=10),
-        )
-        # ... nor what only the scheduler and results do (finalize) ...
-        denied(
-            "results",
-            "executor",
-            lambda ch: recorder(ch).FinalizeBatch(
-                recorder_pb2.FinalizeBatchRequest(batch_id=batch.id), timeout=10
-            ),
-        )
-        # ... nor call the public API directly; Envoy may call nothing internal.
-        denied(
-            "ingest",
-            "executor",
-            lambda ch: batches_pb2_grpc.BatchServiceStub(ch).ListBatches(
-                batches_pb2.ListBatchesRequest(), timeout=10
-            ),
-        )
-        denied(
-            "scheduler",
-            "envoy",
-            lambda ch: scheduler(ch).LeaseItems(
-                scheduler_pb2.LeaseItemsRequest(executor_id="e", max_items=5)
-            ),
-        )
-        denied(
-            "results",
-            "ingest",
-            lambda ch: recorder(ch).RecordResults(
-                recorder_pb2.RecordResultsRequest(
-                    executor_id="ingest",
-                    outcomes=[recorder_pb2.Outcome(ref=ref, state=recorder_pb2.OUTCOME_STATE_FAILED)],
+            # ... nor what only the scheduler and results do (finalize) ...
+            ("results", "executor", lambda ch: recorder(ch).FinalizeBatch(finalize, timeout=10)),
+            # ... nor call the public API directly; Envoy and ingest may call nothing of executors'.
+            (
+                "ingest",
+                "executor",
+                lambda ch: batches_pb2_grpc.BatchServiceStub(ch).ListBatches(
+                    batches_pb2.ListBatchesRequest(), timeout=10
                 ),
-                timeout=10,
             ),
-        )
+            (
+                "scheduler",
+                "envoy",
+                lambda ch: scheduler(ch).LeaseItems(
+                    scheduler_pb2.LeaseItemsRequest(executor_id="e", max_items=5), timeout=10
+                ),
+            ),
+            (
+                "results",
+                "ingest",
+                lambda ch: recorder(ch).RecordResults(
+                    recorder_pb2.RecordResultsRequest(executor_id="ingest", outcomes=[failed]), timeout=10
+                ),
+            ),
+        ]
+        messages = [denied(service, identity, call) for service, identity, call in refused]
+        assert messages[0] == "executor may not call /batchgate.internal.v1.SchedulerService/CancelBatch"
         assert client.batches.retrieve(batch.id).status == "in_progress"
         assert [(i.state, i.attempt) for i in item_rows(stack.database_url, batch.id)] == [("queued", 0)] * 2
 

@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
+from services.ingest import reflection
 from tests.support import RunningStack, chat_records, jsonl, read_jsonl
 
 BOUNDARY = "batchgate-test-boundary"
@@ -88,14 +89,7 @@ def test_native_grpc_errors_carry_status_and_openai_body(shared_stack: RunningSt
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-PUBLIC_SERVICES = [
-    "batchgate.v1.BatchService",
-    "batchgate.v1.FilesService",
-    "batchgate.v1.ResultsService",
-    "grpc.health.v1.Health",
-    "grpc.reflection.v1.ServerReflection",
-    "grpc.reflection.v1alpha.ServerReflection",
-]
+PUBLIC_SERVICES = sorted(reflection.public_services())
 
 
 def test_reflection_on_envoys_port_describes_the_public_api_only(shared_stack: RunningStack) -> None:
