@@ -388,6 +388,7 @@ def cmd_envoy(args: argparse.Namespace) -> None:
 
 def cmd_health(args: argparse.Namespace) -> None:
     from batchgate import health
+    from services.common import tls
 
     settings = _settings(args)
     try:
@@ -396,7 +397,7 @@ def cmd_health(args: argparse.Namespace) -> None:
         raise CommandError(ExitCode.INVALID, str(exc)) from None
     try:
         ready = health.check(settings, args.target, args.index, args.timeout, args.service)
-    except ValueError as exc:
+    except (ValueError, tls.MissingMaterial) as exc:
         raise CommandError(ExitCode.INVALID, str(exc)) from None
     if not ready:
         raise CommandError(ExitCode.OTHER, f"{args.target} ({address}) is not ready")
