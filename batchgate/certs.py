@@ -68,11 +68,13 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def create_ca(common_name: str = "batchgate cluster CA") -> tuple[bytes, bytes]:
-    """A new self-signed CA: (certificate PEM, key PEM)."""
+def create_ca() -> tuple[bytes, bytes]:
+    """A new self-signed CA: (certificate PEM, key PEM). Its name carries its creation time, so
+    two CAs in one bundle (during a rotation) never share a subject."""
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = _now()
+    common_name = f"batchgate cluster CA {now:%Y-%m-%dT%H:%M:%S.%fZ}"
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
