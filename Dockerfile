@@ -33,9 +33,12 @@ RUN /opt/batchgate/bin/pip install . \
  && /opt/batchgate/bin/batchgate --help > /dev/null
 
 FROM ${BASE_IMAGE} AS runtime
+# compose mounts named volumes on certs/ and ca/: a new volume takes the ownership of the
+# image's directory, so the unprivileged user can write the certificates there.
 RUN groupadd --system --gid 10001 batchgate \
  && useradd --system --uid 10001 --gid batchgate --home-dir /var/lib/batchgate --create-home \
-      --shell /usr/sbin/nologin batchgate
+      --shell /usr/sbin/nologin batchgate \
+ && install -d -o batchgate -g batchgate -m 0700 /var/lib/batchgate/certs /var/lib/batchgate/ca
 COPY --from=build /opt/batchgate /opt/batchgate
 ENV PATH=/opt/batchgate/bin:$PATH \
     PYTHONUNBUFFERED=1 \

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-import grpc
-
-from batchgate.health import grpc_serving
+from batchgate.health import grpc_serving, internal_channel
 from gateway import launcher as envoy_launcher
+from services.common import authz
 from services.common.config import Settings
 
 STOP_TIMEOUT_S = 20.0
@@ -44,8 +43,8 @@ class Child:
     """What it runs (a STOP_ORDER key); defaults to its name."""
     env: dict[str, str] = field(default_factory=dict)
     """Overrides for this process only (e.g. a replica's own port)."""
-    grpc_health: tuple[str, ...] = ()
-    """host:port of the gRPC health services it must serve before the stack is ready."""
+    grpc_health: tuple[tuple[str, str], ...] = ()
+    """(host:port, service) of the gRPC health services it must serve before the stack is ready."""
     tcp_port: int | None = None
     """A loopback port it must accept connections on before the stack is ready."""
 
@@ -92,7 +91,7 @@ class Stack:
         return child
 
     def start_core(self) -> None:
-        health = tuple(f"127.0.0.1:{getattr(self.settings, f'{s}_port')}" for s in CORE_SERVICES)
+        health = tuple((f"127.0.0.1:{getattr(self.settings, f'{s}_port')}", s) for s in CORE_SERVICES)
         self.spawn(Child("core", serve_argv(*CORE_SERVICES), grpc_health=health))
 
     def start_executor(self, index: int) -> Child:
@@ -101,7 +100,7 @@ class Stack:
                 f"executor-{index}",
                 serve_argv("executor", extra=("--index", str(index))),
                 role="executor",
-                grpc_health=(f"127.0.0.1:{self.settings.executor_port + index}",),
+                grpc_health=((f"127.0.0.1:{self.settings.executor_port + index}", "executor"),),
             )
         )
 
@@ -114,7 +113,7 @@ class Stack:
                 serve_argv(service),
                 role=service,
                 env={f"BATCHGATE_{service.upper()}_PORT": str(port)},
-                grpc_health=(f"127.0.0.1:{port}",),
+                grpc_health=((f"127.0.0.1:{port}", service),),
             )
         )
 
@@ -145,8 +144,8 @@ class Stack:
         connections."""
         deadline = time.monotonic() + timeout_s
         for child in list(self.children):
-            for target in child.grpc_health:
-                _wait_grpc_health(target, deadline, self)
+            for target, service in child.grpc_health:
+                _wait_grpc_health(target, service, deadline, self)
         for child in list(self.children):
             if child.tcp_port is not None:
                 _wait_tcp(child.tcp_port, deadline, self)
@@ -184,8 +183,8 @@ def _check_alive(stack: Stack) -> None:
         raise RuntimeError(f"stopped while starting: {names}")
 
 
-def _wait_grpc_health(target: str, deadline: float, stack: Stack) -> None:
-    with grpc.insecure_channel(target) as channel:
+def _wait_grpc_health(target: str, service: str, deadline: float, stack: Stack) -> None:
+    with internal_channel(stack.settings, target, service, authz.OPERATOR) as channel:
         while True:
             _check_alive(stack)
             if grpc_serving(channel, timeout_s=1.0):

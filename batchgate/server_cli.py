@@ -1,4 +1,5 @@
-"""Operator verbs: `up`, `serve`, `migrate`, `keys`, `simulate`, `envoy`, `envoy-config`, `health`.
+"""Operator verbs: `up`, `serve`, `migrate`, `keys`, `certs`, `simulate`, `envoy`, `envoy-config`,
+`health`.
 
 They run on the servers' side: `keys` writes the database directly (there is no keys REST API).
 Heavy modules (database, gRPC servers, the simulator) are imported inside the verbs that use
@@ -77,7 +78,7 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvloop
 
-    from services.common import faults, logs, telemetry
+    from services.common import faults, logs, telemetry, tls
 
     settings = _settings(args)
     name = "+".join(args.services)
@@ -85,7 +86,10 @@ def cmd_serve(args: argparse.Namespace) -> None:
     logs.setup(name, settings.log_level, settings.log_format, secrets=upstream_keys)
     faults.configure(settings.crash_at)
     telemetry.setup(args.services, settings, args.index)
-    uvloop.run(_serve(settings, args.services, args.index))
+    try:
+        uvloop.run(_serve(settings, args.services, args.index))
+    except tls.MissingMaterial as exc:
+        raise CommandError(ExitCode.INVALID, str(exc)) from None
 
 
 # --- migrate / keys ------------------------------------------------------------------------------
@@ -263,6 +267,62 @@ def cmd_webhooks(args: argparse.Namespace) -> None:
     asyncio.run(_with_db(settings, secret))
 
 
+# --- certs -----------------------------------------------------------------------------------------
+
+
+def _cert_dir(settings: Settings, args: argparse.Namespace) -> Any:
+    from batchgate.certs import CertDir
+    from services.common import tls
+
+    return CertDir.at(args.dir or tls.tls_dir(settings), args.ca_key)
+
+
+def ensure_certs(settings: Settings) -> list[str]:
+    """The cluster CA and every identity's certificate in the TLS directory, created when
+    missing (`batchgate up` runs this: the embedded stack is authenticated with no setup
+    step). Returns the identities issued now. Nothing when internal TLS is off or the settings
+    point at the operator's own files."""
+    from batchgate.certs import CertDir
+    from services.common import tls
+
+    if settings.insecure_internal or settings.tls_ca_file or settings.tls_cert_file or settings.tls_key_file:
+        return []
+    return [issued.name for issued in CertDir.at(tls.tls_dir(settings)).ensure()]
+
+
+def cmd_certs(args: argparse.Namespace) -> None:
+    from batchgate.certs import IDENTITIES, check_name
+
+    certs = _cert_dir(_settings(args), args)
+    try:
+        if args.certs_command == "init":
+            created = certs.init_ca()
+            issued = certs.ensure()
+            print(f"CA {'created' if created else 'kept'}: {certs.ca_cert} (key {certs.ca_key})")
+            for cert in issued:
+                print(f"issued {cert.name}: {cert.cert}")
+            if not issued:
+                print(f"every identity has a certificate in {certs.path}")
+        elif args.certs_command == "issue":
+            names = IDENTITIES if args.service == "all" else [args.service]
+            for name in names:
+                check_name(name)
+            for name in names:
+                cert = certs.issue(name, args.days)
+                print(f"issued {cert.name}: {cert.cert} and {cert.key}")
+        elif args.action == "begin":
+            certs.begin_ca_rotation()
+            print(
+                f"new CA in {certs.ca_key}; {certs.ca_cert} trusts the old and the new one. Next: "
+                "wait until every process reloaded it, then `batchgate certs issue --service all`"
+            )
+        else:
+            certs.finish_ca_rotation()
+            print(f"{certs.ca_cert} trusts only the new CA now")
+    except (FileNotFoundError, ValueError) as exc:
+        raise CommandError(ExitCode.INVALID, str(exc)) from None
+
+
 # --- simulate / envoy-config ---------------------------------------------------------------------
 
 
@@ -297,17 +357,27 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 def cmd_envoy_config(args: argparse.Namespace) -> None:
     from gateway.render import write_config
+    from services.common import tls
 
-    path = write_config(_settings(args), Path(args.out))
+    try:
+        path = write_config(_settings(args), Path(args.out))
+    except tls.MissingMaterial as exc:
+        raise CommandError(ExitCode.INVALID, str(exc)) from None
     print(path)
 
 
 def cmd_envoy(args: argparse.Namespace) -> None:
     """Render the config into the data directory and become Envoy (containers run this)."""
     from gateway import launcher as envoy_launcher
+    from services.common import tls
 
     settings = _settings(args)
-    argv = envoy_launcher.command(settings, Path(settings.data_dir) / "envoy.yaml")
+    if settings.insecure_internal:
+        print(f"warning: {tls.INSECURE_WARNING}", file=sys.stderr)
+    try:
+        argv = envoy_launcher.command(settings, Path(settings.data_dir) / "envoy.yaml")
+    except tls.MissingMaterial as exc:
+        raise CommandError(ExitCode.INVALID, str(exc)) from None
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(argv[0], argv)
@@ -318,13 +388,18 @@ def cmd_envoy(args: argparse.Namespace) -> None:
 
 def cmd_health(args: argparse.Namespace) -> None:
     from batchgate import health
+    from services.common import tls
 
     settings = _settings(args)
     try:
         address = health.describe(settings, args.target, args.index)
     except ValueError as exc:
         raise CommandError(ExitCode.INVALID, str(exc)) from None
-    if not health.check(settings, args.target, args.index, args.timeout):
+    try:
+        ready = health.check(settings, args.target, args.index, args.timeout, args.service)
+    except (ValueError, tls.MissingMaterial) as exc:
+        raise CommandError(ExitCode.INVALID, str(exc)) from None
+    if not ready:
         raise CommandError(ExitCode.OTHER, f"{args.target} ({address}) is not ready")
     if not args.quiet:
         print(f"{args.target} ({address}) is ready")
@@ -345,6 +420,9 @@ def cmd_up(args: argparse.Namespace) -> None:
     os.environ.update(overrides)
     settings = load_settings()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    issued = ensure_certs(settings)
+    if issued:
+        print(f"created the cluster CA and certificates ({', '.join(issued)}) for internal mutual TLS")
 
     async def first_key(db: Database) -> str:
         project = await auth.ensure_project(db)
@@ -449,6 +527,29 @@ def add_commands(sub: Any) -> None:
     project_budget.add_argument("budget", type=_budget, help="USD, or none")
     projects_parser.set_defaults(func=cmd_projects)
 
+    certs = sub.add_parser("certs", help="the cluster CA and certificates for internal mutual TLS")
+    certs_sub = certs.add_subparsers(dest="certs_command", required=True)
+    certs_init = certs_sub.add_parser(
+        "init", help="create the CA and a certificate per identity (keeps what exists)"
+    )
+    certs_issue = certs_sub.add_parser("issue", help="(re)issue an identity's certificate from the CA")
+    certs_issue.add_argument(
+        "--service",
+        required=True,
+        help="identity: ingest, scheduler, results, executor, envoy, operator, or all",
+    )
+    certs_issue.add_argument("--days", type=int, default=365, help="validity (default 365)")
+    rotate = certs_sub.add_parser("rotate-ca", help="replace the CA without downtime (two steps)")
+    rotate.add_argument(
+        "action", choices=("begin", "finish"), help="begin: new CA, trust both; finish: trust only the new"
+    )
+    for verb in (certs_init, certs_issue, rotate):
+        verb.add_argument(
+            "--dir", help="certificate directory (default: BATCHGATE_TLS_DIR, <data dir>/certs)"
+        )
+        verb.add_argument("--ca-key", dest="ca_key", help="the CA's key (default: <dir>/ca.key)")
+    certs.set_defaults(func=cmd_certs)
+
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
     simulate.add_argument("--host", help="address to bind (default: BATCHGATE_HOST)")
     simulate.add_argument("--port", type=int)
@@ -471,5 +572,8 @@ def add_commands(sub: Any) -> None:
     )
     health.add_argument("--index", type=int, default=0, help="executor number (as for `serve`)")
     health.add_argument("--timeout", type=float, default=3.0, help="seconds")
+    health.add_argument(
+        "--service", help="for a host:port target: the service there (the identity its certificate names)"
+    )
     health.add_argument("-q", "--quiet", action="store_true")
     health.set_defaults(func=cmd_health)

@@ -363,6 +363,50 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+# --- 7. internal TLS cost ----------------------------------------------------------------------------
+
+
+def internal_tls(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Throughput with mutual TLS between the processes (the default) vs plaintext
+    (`BATCHGATE_INSECURE_INTERNAL`), both stacks up at once, runs alternating between them."""
+    rows = []
+    for latency in args.latencies:
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stacks:
+            workdir = Path(tmp)
+            input_path = write_chat_input(workdir / "in.jsonl", args.n)
+            running = {}
+            for label, insecure in (("tls", "false"), ("plaintext", "true")):
+                (workdir / label).mkdir()
+                env = _simulated_stack_env(workdir / label, latency, args.concurrency, args.executors)
+                env["BATCHGATE_INSECURE_INTERNAL"] = insecure
+                running[label] = stacks.enter_context(bench_stack(workdir / label / "stack", **env))
+            rates: dict[str, list[float]] = {label: [] for label in running}
+            cpu: dict[str, list[float]] = {label: [] for label in running}
+            for run_number in range(args.runs):
+                order = list(running) if run_number % 2 == 0 else list(reversed(running))
+                for label in order:
+                    with ProcessMeter(stack_pids(running[label])) as meter:
+                        run = sdk_batch(running[label], input_path, workdir / f"out-{label}.jsonl")
+                    rates[label].append(run.items_per_s)
+                    cpu[label].append(sum(meter.cpu_seconds().values()) * 1000 / run.items)
+            tls_rate, plain_rate = median(rates["tls"]), median(rates["plaintext"])
+            rows.append(
+                {
+                    "latency_ms": latency,
+                    "items": args.n,
+                    "mutual TLS/s": tls_rate,
+                    "plaintext/s": plain_rate,
+                    "TLS/plaintext": tls_rate / plain_rate,
+                    "TLS cpu s/1k": median(cpu["tls"]),
+                    "plaintext cpu s/1k": median(cpu["plaintext"]),
+                    "TLS runs/s": " ".join(f"{r:.0f}" for r in rates["tls"]),
+                    "plaintext runs/s": " ".join(f"{r:.0f}" for r in rates["plaintext"]),
+                }
+            )
+    print_table("Internal mutual TLS: throughput with and without (median of alternating runs)", rows)
+    return rows
+
+
 SCENARIOS = {
     "throughput": throughput,
     "headroom": headroom,
@@ -370,6 +414,7 @@ SCENARIOS = {
     "latency": latency,
     "scaleout": scaleout,
     "tracing": tracing,
+    "internal_tls": internal_tls,
 }
 
 

@@ -4,6 +4,19 @@ The transcoder's service list and the routes come from the descriptor set (itsel
 from protos/), so a new RPC needs no hand edit here: only a new *service* needs a line in
 `SERVICE_CLUSTERS`, and `tests/unit/test_gateway_config.py` fails until it has one.
 Streaming RPCs (uploads, downloads) get `timeout: 0s`; unary ones a generous limit.
+
+A dead replica is invisible to clients: each cluster checks its replicas' `grpc.health.v1`
+every second and ejects one whose connections fail (outlier detection), and every route
+retries on another replica what cannot have reached a server (connect failure, refused
+stream, reset before the request was sent); reads (RPCs mapped to HTTP GET) also retry
+`unavailable` and resets, since running them twice changes nothing. A create is never
+retried once it may have reached ingest.
+
+Envoy reaches the services over mutual TLS as identity `envoy`. Its certificate and the CA
+bundle come through file-based SDS (`*-sds.yaml` next to the config) with watched
+directories, so replacing the files (atomically, as `batchgate certs` does) reloads them.
+Health (`grpc.health.v1`) and server reflection (v1, v1alpha) are routed to ingest, which
+describes the public API only.
 """
 
 from __future__ import annotations
@@ -14,9 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
 from gateway import panel
+from services.common import tls
 from services.common.config import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -33,6 +48,39 @@ SERVICE_CLUSTERS = {
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers
 TRANSCODER_BODY_SLACK = 1024 * 1024
+# Native gRPC services on Envoy's port besides the public API, all answered by ingest.
+FRONT_DOOR = "ingest"
+FRONT_DOOR_SERVICES = (
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+)
+IDENTITY = "envoy"
+# Retries: what never reached a server is safe for every route; reads may also run again.
+RETRY_ANY = "connect-failure,refused-stream,reset-before-request"
+RETRY_READ = RETRY_ANY + ",unavailable,reset"
+RETRIES = 2
+HEALTH_CHECK = {
+    "timeout": "3s",
+    "interval": "1s",
+    "interval_jitter": "0.1s",
+    "no_traffic_interval": "5s",
+    "unhealthy_threshold": 2,
+    "healthy_threshold": 1,
+}
+OUTLIER_DETECTION = {
+    # Connect failures and resets (local-origin errors) eject a replica at once, for 5 s and
+    # longer each time it happens again; 5xx answers from the service itself do not count.
+    "split_external_local_origin_errors": True,
+    "consecutive_local_origin_failure": 1,
+    "consecutive_5xx": 1000000,
+    "consecutive_gateway_failure": 1000000,
+    "interval": "1s",
+    "base_ejection_time": "5s",
+    "max_ejection_percent": 50,
+}
+CERT_SECRET = "batchgate_envoy_cert"
+CA_SECRET = "batchgate_ca"
 
 
 @dataclass(frozen=True)
@@ -40,6 +88,8 @@ class PublicMethod:
     service: str
     name: str
     streaming: bool
+    read: bool
+    """Mapped to HTTP GET: safe to run twice."""
 
     @property
     def path(self) -> str:
@@ -55,11 +105,13 @@ def public_methods(descriptor_set: Path = DESCRIPTOR_SET) -> list[PublicMethod]:
             continue
         for service in file.service:
             for method in service.method:
+                http = method.options.Extensions[annotations_pb2.http]
                 methods.append(
                     PublicMethod(
                         f"{file.package}.{service.name}",
                         method.name,
                         method.client_streaming or method.server_streaming,
+                        http.WhichOneof("pattern") == "get",
                     )
                 )
     return methods
@@ -70,14 +122,76 @@ def max_json_body_bytes(settings: Settings) -> int:
     return settings.max_inline_bytes + TRANSCODER_BODY_SLACK
 
 
-def _cluster(name: str, addrs: list[str]) -> dict[str, Any]:
+def sds_paths(config_path: Path) -> dict[str, Path]:
+    """The SDS files Envoy's config refers to, next to the config itself."""
+    return {
+        CERT_SECRET: config_path.with_name(f"{config_path.stem}-cert-sds.yaml"),
+        CA_SECRET: config_path.with_name(f"{config_path.stem}-ca-sds.yaml"),
+    }
+
+
+def _sds(name: str, path: Path) -> dict[str, Any]:
+    return {
+        "name": name,
+        "sds_config": {"path_config_source": {"path": str(path)}, "resource_api_version": "V3"},
+    }
+
+
+def sds_resources(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The secrets Envoy reads from files: its certificate and key, and the CA bundle. Each
+    watches its directory, so files renamed into place are picked up."""
+    where = tls.paths(settings, IDENTITY)
+    secret = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+    cert = {
+        "@type": secret,
+        "name": CERT_SECRET,
+        "tls_certificate": {
+            "certificate_chain": {"filename": str(where.cert.resolve())},
+            "private_key": {"filename": str(where.key.resolve())},
+            "watched_directory": {"path": str(where.cert.resolve().parent)},
+        },
+    }
+    ca = {
+        "@type": secret,
+        "name": CA_SECRET,
+        "validation_context": {
+            "trusted_ca": {"filename": str(where.ca.resolve())},
+            "watched_directory": {"path": str(where.ca.resolve().parent)},
+        },
+    }
+    return {CERT_SECRET: {"resources": [cert]}, CA_SECRET: {"resources": [ca]}}
+
+
+def _upstream_tls(service: str, config_path: Path) -> dict[str, Any]:
+    """Mutual TLS to `service`: Envoy's certificate, and the service's identity expected in its."""
+    sds = sds_paths(config_path)
+    return {
+        "name": "envoy.transport_sockets.tls",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "sni": service,
+            "common_tls_context": {
+                "alpn_protocols": ["h2"],
+                "tls_certificate_sds_secret_configs": [_sds(CERT_SECRET, sds[CERT_SECRET])],
+                "combined_validation_context": {
+                    "default_validation_context": {
+                        "match_typed_subject_alt_names": [{"san_type": "DNS", "matcher": {"exact": service}}]
+                    },
+                    "validation_context_sds_secret_config": _sds(CA_SECRET, sds[CA_SECRET]),
+                },
+            },
+        },
+    }
+
+
+def _cluster(name: str, addrs: list[str], settings: Settings, config_path: Path) -> dict[str, Any]:
     endpoints = []
     for addr in addrs:
         host, _, port = addr.rpartition(":")
         endpoints.append(
             {"endpoint": {"address": {"socket_address": {"address": host, "port_value": int(port)}}}}
         )
-    return {
+    cluster: dict[str, Any] = {
         "name": name,
         "type": "STRICT_DNS",
         "connect_timeout": "2s",
@@ -88,15 +202,48 @@ def _cluster(name: str, addrs: list[str]) -> dict[str, Any]:
                 "explicit_http_config": {"http2_protocol_options": {}},
             }
         },
+        "health_checks": [{**HEALTH_CHECK, "grpc_health_check": {"authority": name}}],
+        "outlier_detection": OUTLIER_DETECTION,
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": endpoints}]},
+    }
+    if not settings.insecure_internal:
+        cluster["transport_socket"] = _upstream_tls(name, config_path)
+    return cluster
+
+
+def _route(match: dict[str, str], cluster: str, streaming: bool, read: bool) -> dict[str, Any]:
+    return {
+        "match": match,
+        "route": {
+            "cluster": cluster,
+            "timeout": "0s" if streaming else UNARY_TIMEOUT,
+            "retry_policy": {
+                "retry_on": RETRY_READ if read else RETRY_ANY,
+                "num_retries": RETRIES,
+                "retry_host_predicate": [
+                    {
+                        "name": "envoy.retry_host_predicates.previous_hosts",
+                        "typed_config": {
+                            "@type": "type.googleapis.com/"
+                            "envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"
+                        },
+                    }
+                ],
+                "host_selection_retry_max_attempts": 5,
+            },
+        },
     }
 
 
-def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[str, Any]:
-    """The full Envoy config for `settings` as a dict."""
+def render(
+    settings: Settings, config_path: Path = Path("envoy.yaml"), descriptor_path: Path = DESCRIPTOR_SET
+) -> dict[str, Any]:
+    """The full Envoy config for `settings` as a dict (written to `config_path`, next to which
+    its SDS files go)."""
     text = string.Template(TEMPLATE.read_text()).substitute(
         host=settings.host,
         port=settings.port,
+        admin_host=settings.envoy_admin_host,
         admin_port=settings.envoy_admin_port,
         descriptor=str(descriptor_path.resolve()),
         max_request_body=max_json_body_bytes(settings),
@@ -109,14 +256,11 @@ def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[s
         raise ValueError(f"public services without a cluster in SERVICE_CLUSTERS: {unmapped}")
     hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     hcm["route_config"]["virtual_hosts"][0]["routes"] = [
-        {
-            "match": {"path": m.path},
-            "route": {
-                "cluster": SERVICE_CLUSTERS[m.service],
-                "timeout": "0s" if m.streaming else UNARY_TIMEOUT,
-            },
-        }
-        for m in methods
+        _route({"path": m.path}, SERVICE_CLUSTERS[m.service], m.streaming, m.read) for m in methods
+    ] + [
+        # Health checks and reflection: reads, and Watch / ServerReflectionInfo are streams.
+        _route({"prefix": f"/{service}/"}, FRONT_DOOR, streaming=True, read=True)
+        for service in FRONT_DOOR_SERVICES
     ]
     panel.install(hcm)
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
@@ -125,11 +269,20 @@ def render(settings: Settings, descriptor_path: Path = DESCRIPTOR_SET) -> dict[s
     )
     filters["envoy.filters.http.grpc_json_transcoder"]["services"] = sorted({m.service for m in methods})
     clusters = sorted(set(SERVICE_CLUSTERS.values()))
-    config["static_resources"]["clusters"] = [_cluster(name, settings.addrs(name)) for name in clusters]
+    config["static_resources"]["clusters"] = [
+        _cluster(name, settings.addrs(name), settings, config_path.resolve()) for name in clusters
+    ]
     return config
 
 
 def write_config(settings: Settings, path: Path) -> Path:
+    """Envoy's config at `path` and, with TLS, its SDS files next to it (checking first that
+    Envoy's certificate is there: without it Envoy could not reach any service)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(render(settings), sort_keys=False))
+    if not settings.insecure_internal:
+        tls.material(settings, IDENTITY)  # MissingMaterial names the settings
+        sds = sds_paths(path)
+        for name, resource in sds_resources(settings).items():
+            sds[name].write_text(yaml.safe_dump(resource, sort_keys=False))
+    path.write_text(yaml.safe_dump(render(settings, path), sort_keys=False))
     return path

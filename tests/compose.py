@@ -56,8 +56,11 @@ HOST_PORT = re.compile(r"(?P<host>[A-Za-z][A-Za-z0-9_.-]*):(?P<port>\d+)")
 # `${NAME}`, `${NAME:-default}`, `${NAME-default}`, `${NAME:?err}`, `${NAME:+alt}`, `$NAME`, `$$`.
 VARIABLE = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<named>[A-Za-z_][A-Za-z0-9_]*))")
 BRACED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?$", re.S)
-ROLES = ("ingest", "scheduler", "results", "executor", "envoy", "simulator", "migrate")
+ROLES = ("ingest", "scheduler", "results", "executor", "envoy", "simulator", "migrate", "certs")
 LONG_RUNNING = {"ingest", "scheduler", "results", "executor", "envoy", "simulator"}
+ONE_SHOT = {"migrate": "the migration", "certs": "the certificates"}
+# Roles that call or serve internal gRPC: they need the certificates the `certs` job writes.
+TLS_ROLES = {"ingest", "scheduler", "results", "executor", "envoy"}
 # Ports a replica listens on: a second replica on one host needs its own.
 OWN_PORTS = {
     "ingest": ("BATCHGATE_INGEST_PORT",),
@@ -216,6 +219,16 @@ def environment(service: Mapping[str, Any], image_env: Mapping[str, str]) -> dic
     return env
 
 
+def named_volumes(service: Mapping[str, Any]) -> dict[str, str]:
+    """Container path → named volume, for the service's named-volume mounts."""
+    mounts = {}
+    for mount in service.get("volumes") or []:
+        source, target = str(mount).split(":")[:2]
+        if not source.startswith((".", "/")):
+            mounts[target] = source
+    return mounts
+
+
 def healthcheck_argv(service: Mapping[str, Any]) -> list[str] | None:
     test = (service.get("healthcheck") or {}).get("test")
     if not test or test[0] == "NONE":
@@ -345,7 +358,7 @@ def _batchgate_problems(compose: dict[str, Any], image_env: Mapping[str, str]) -
         otlp = HOST_PORT.search(endpoint)
         if endpoint and (otlp is None or otlp.group("host") not in services):
             problems.append(f"{where}: OTEL_EXPORTER_OTLP_ENDPOINT {endpoint!r} is no compose service")
-        if kind == "migrate":
+        if kind in ONE_SHOT:
             if str(service.get("restart")) != "no":
                 problems.append(f"{where}: a one-shot job must not restart")
         elif kind in LONG_RUNNING:
@@ -357,14 +370,29 @@ def _batchgate_problems(compose: dict[str, Any], image_env: Mapping[str, str]) -
             problems.append(f"{where}: must publish Envoy's port {settings.port}")
         if kind == "executor" and (published or "container_name" in service):
             problems.append(f"{where}: executors scale (--scale): no published port, no container_name")
+        if kind in TLS_ROLES and not settings.insecure_internal:
+            problems += _certificate_problems(where, service, services, settings.tls_dir)
     for service in services.values():
         for other, spec in (service.get("depends_on") or {}).items():
-            if (
-                role(services[other]) == "migrate"
-                and spec.get("condition") != "service_completed_successfully"
-            ):
-                problems.append(f"{other}: wait for the migration to complete, not {spec.get('condition')}")
+            one_shot = ONE_SHOT.get(role(services[other]))
+            if one_shot and spec.get("condition") != "service_completed_successfully":
+                problems.append(f"{other}: wait for {one_shot} to complete, not {spec.get('condition')}")
     return problems
+
+
+def _certificate_problems(
+    where: str, service: Mapping[str, Any], services: Mapping[str, Any], tls_dir: str
+) -> list[str]:
+    """A TLS service reads its certificates from the volume the `certs` job writes, after it ran."""
+    writers = [name for name, s in services.items() if role(s) == "certs"]
+    if not writers:
+        return [f"{where}: no `certs` job creates the certificates it needs"]
+    volume = named_volumes(service).get(tls_dir)
+    if volume is None or named_volumes(services[writers[0]]).get(tls_dir) != volume:
+        return [f"{where}: BATCHGATE_TLS_DIR {tls_dir!r} is not the volume the certs job writes"]
+    if writers[0] not in (service.get("depends_on") or {}):
+        return [f"{where}: does not wait for the certs job"]
+    return []
 
 
 def problems(compose: dict[str, Any], image_env: Mapping[str, str]) -> list[str]:
@@ -513,12 +541,21 @@ class LocalCompose(Topology):
         self.stack = Stack(load_settings(environ={}), log_dir=self.tmp / "logs", inherit_settings=False)
 
     def environment(self, name: str, replica: int = 0) -> dict[str, str]:
-        env = super().environment(name, replica)
+        env = {key: self.local_path(name, value) for key, value in super().environment(name, replica).items()}
         env["BATCHGATE_DATA_DIR"] = str(self.tmp / f"{name}-{replica}")  # each container's own disk
         return env
 
+    def local_path(self, name: str, value: str) -> str:
+        """A path inside one of the service's named volumes → that volume's local directory
+        (shared by every service that mounts it, as Docker shares the volume)."""
+        for target, volume in named_volumes(self.services[name]).items():
+            if value == target or value.startswith(target + "/"):
+                return str(self.tmp / "volumes" / volume) + value[len(target) :]
+        return value
+
     def argv(self, name: str, extra: list[str] | None = None) -> list[str]:
-        return [BATCHGATE_BIN, *(str(p) for p in self.services[name]["command"]), *(extra or [])]
+        command = [self.local_path(name, str(p)) for p in self.services[name]["command"]]
+        return [BATCHGATE_BIN, *command, *(extra or [])]
 
     def run_once(self, name: str, command: list[str] | None = None, timeout_s: float = 120) -> str:
         """`docker compose run --rm NAME [COMMAND]`: returns stdout, fails on a non-zero exit."""

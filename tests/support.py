@@ -5,18 +5,25 @@ simulated upstream, Envoy) with free ports and a private data directory, against
 fresh PostgreSQL database, and yields a handle with the REST base URL and an API key.
 `replicated_stack()` does the same with every service as its own process and several replicas
 of each behind Envoy (PostgreSQL only), as a multi-replica deployment runs them.
+
+Stacks speak the cluster's mutual TLS as deployments do, with one test CA and certificate set
+per test session (`session_cert_dir()`); tests that dial an internal service directly get
+their channel from `internal_channel()`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -25,10 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import grpc
 import httpx
 from sqlalchemy import Executable, Row, text
 from sqlalchemy.engine import make_url
 
+from batchgate.certs import CertDir
+from batchgate.health import internal_channel as _internal_channel
 from batchgate.launcher import Stack
 from services.common import auth
 from services.common.config import Settings, load_settings
@@ -80,6 +90,21 @@ def free_port_run(count: int) -> int:
 
 def free_port() -> int:
     return free_port_run(1)
+
+
+_session_certs: CertDir | None = None
+
+
+def session_cert_dir() -> CertDir:
+    """One CA and a certificate per identity for every stack of this test session (made once;
+    removed when the session ends). Tests that change certificates make their own."""
+    global _session_certs
+    if _session_certs is None:
+        path = Path(tempfile.mkdtemp(prefix="batchgate-test-certs-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _session_certs = CertDir.at(path)
+        _session_certs.ensure()
+    return _session_certs
 
 
 def pg_base_url() -> str | None:
@@ -226,6 +251,7 @@ def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
     env.update(
         {
             "BATCHGATE_DATA_DIR": str(tmp),
+            "BATCHGATE_TLS_DIR": str(session_cert_dir().path),
             "BATCHGATE_DATABASE_URL": database_url,
             "BATCHGATE_SIMULATOR_LATENCY_MS": "5",
             "BATCHGATE_LOG_LEVEL": "INFO",
@@ -275,6 +301,16 @@ def running_stack(
     env = stack_env(tmp, database_url, **extra)
     with _stack_running(tmp, database_url, projects, env, Stack.start_all if start else None) as running:
         yield running
+
+
+def internal_channel(
+    stack: RunningStack, service: str, identity: str = "executor", port: int | None = None
+) -> grpc.Channel:
+    """A blocking channel to the stack's `service` (on `port`, default its first replica's) as
+    `identity`, with that identity's certificate of the stack's CA."""
+    if port is None:
+        port = getattr(stack.settings, f"{service}_port")
+    return _internal_channel(stack.settings, f"127.0.0.1:{port}", service, identity)
 
 
 REPLICATED_SERVICES = ("ingest", "scheduler", "results", "executor")

@@ -130,6 +130,12 @@ class Settings:
     host: str = _setting("127.0.0.1", "BATCHGATE_HOST", "Address every service and Envoy bind to.")
     port: int = _setting(8080, "BATCHGATE_PORT", "Envoy's port: REST (OpenAI API) and native gRPC.")
     envoy_admin_port: int = _setting(9901, "BATCHGATE_ENVOY_ADMIN_PORT", "Envoy's admin interface.")
+    envoy_admin_host: str = _setting(
+        "127.0.0.1",
+        "BATCHGATE_ENVOY_ADMIN_HOST",
+        "Address Envoy's admin interface binds to. It can stop Envoy and read its state: keep it "
+        "on loopback (or a management network).",
+    )
     ingest_port: int = _setting(50051, "BATCHGATE_INGEST_PORT", "Ingest service gRPC port.")
     scheduler_port: int = _setting(50052, "BATCHGATE_SCHEDULER_PORT", "Scheduler service gRPC port.")
     results_port: int = _setting(50053, "BATCHGATE_RESULTS_PORT", "Results service gRPC port.")
@@ -152,6 +158,37 @@ class Settings:
         "",
         "BATCHGATE_RESULTS_ADDRS",
         "Comma-separated host:port of results replicas. Empty: `127.0.0.1:<results_port>`.",
+    )
+    # --- internal TLS ------------------------------------------------------------------
+    tls_dir: str = _setting(
+        "",
+        "BATCHGATE_TLS_DIR",
+        "Directory of the cluster certificates (`ca.crt`, `<identity>.crt`, `<identity>.key`), "
+        "as `batchgate certs init` writes them. Empty: `<data_dir>/certs`.",
+    )
+    tls_ca_file: str = _setting(
+        "",
+        "BATCHGATE_TLS_CA_FILE",
+        "The cluster CA bundle (PEM) every process trusts; two CAs while one replaces the other. "
+        "Empty: `<tls_dir>/ca.crt`.",
+    )
+    tls_cert_file: str = _setting(
+        "",
+        "BATCHGATE_TLS_CERT_FILE",
+        "This process's certificate (PEM, identity in its DNS SAN); `{service}` stands for the "
+        "service's name. Empty: `<tls_dir>/{service}.crt`.",
+    )
+    tls_key_file: str = _setting(
+        "",
+        "BATCHGATE_TLS_KEY_FILE",
+        "The key of `tls_cert_file`; `{service}` as there. Empty: `<tls_dir>/{service}.key`.",
+    )
+    insecure_internal: bool = _setting(
+        False,
+        "BATCHGATE_INSECURE_INTERNAL",
+        "Development only: plaintext, unauthenticated calls between batchgate processes (and from "
+        "Envoy). Anyone who reaches an internal port can then lease, record and finalize work; "
+        "every process logs a warning when it starts.",
     )
     public_base_url: str = _setting(
         "",
@@ -313,10 +350,15 @@ class Settings:
         "Record prompts and completions in the executor's spans of traced items "
         "(`gen_ai.input.messages`, `gen_ai.output.messages`). Off: no content leaves in telemetry.",
     )
+    metrics_host: str = _setting(
+        "127.0.0.1",
+        "BATCHGATE_METRICS_HOST",
+        "Address the Prometheus scrape endpoints bind to (`metrics_port`).",
+    )
     metrics_port: int = _setting(
         0,
         "BATCHGATE_METRICS_PORT",
-        "Prometheus scrape port (`/metrics`) of a service process, on `BATCHGATE_HOST`; executor N "
+        "Prometheus scrape port (`/metrics`) of a service process, on `metrics_host`; executor N "
         "uses port+1+N. 0: no scrape endpoint (metrics still go over OTLP when an endpoint is set).",
     )
     # --- from the YAML file only -----------------------------------------------------------

@@ -1,17 +1,21 @@
 """Hosting gRPC services: one server per service, the auth/error wrapper, health, shutdown.
 
-Every handler runs inside `_Wrapper`, which (for public services) verifies the API key and
-sets `auth.current_principal`, decodes a REST call's query string into the request (see
+Every server listens with mutual TLS (`tls`): a caller without a certificate of the cluster
+CA is refused at the handshake. Every handler runs inside `_Wrapper`, which checks that the
+caller's certificate identity may call the method (`authz.ALLOWED_CALLERS`, else
+PERMISSION_DENIED before anything runs), (for public services) verifies the API key and sets
+`auth.current_principal`, decodes a REST call's query string into the request (see
 `rest_input`), and turns an `ApiError` (or any unexpected exception) into a gRPC abort
-carrying the OpenAI error envelope for Envoy (see `errors`). Several services can
-share one process (the embedded mode hosts ingest, scheduler and results together), each on
-its own port.
+carrying the OpenAI error envelope for Envoy (see `errors`). Several services can share one
+process (the embedded mode hosts ingest, scheduler and results together), each on its own
+port with its own identity.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -23,7 +27,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from services.common import auth, errors, rest_input, telemetry
+from services.common import auth, authz, errors, rest_input, telemetry, tls
 from services.common.config import Settings
 
 log = logging.getLogger(__name__)
@@ -71,10 +75,19 @@ def _internal_error(method: str) -> errors.ApiError:
     return errors.ApiError(500, "The server had an error while processing your request.", "server_error")
 
 
+def _check_caller(method: str, context: grpc.aio.ServicerContext) -> None:
+    """PERMISSION_DENIED unless the peer's certificate names an identity allowed to call `method`."""
+    auth_context = context.auth_context()
+    if not authz.permitted(method, auth_context):
+        who = ", ".join(sorted(authz.peer_identities(auth_context))) or "a caller without a known identity"
+        raise errors.ApiError(403, f"{who} may not call {method}", "permission_denied")
+
+
 class _Wrapper(grpc.aio.ServerInterceptor):
-    def __init__(self, service: str, verifier: auth.KeyVerifier | None) -> None:
+    def __init__(self, service: str, verifier: auth.KeyVerifier | None, authorize: bool) -> None:
         self._service = service
         self._verifier = verifier
+        self._authorize = authorize
 
     async def intercept_service(
         self,
@@ -87,8 +100,11 @@ class _Wrapper(grpc.aio.ServerInterceptor):
         method = details.method
         public = method.startswith(PUBLIC_PREFIX)
         verifier = self._verifier if public else None
+        authorize = self._authorize
 
         async def enter(context: grpc.aio.ServicerContext) -> None:
+            if authorize:
+                _check_caller(method, context)
             if verifier is not None:
                 metadata = context.invocation_metadata() or ()
                 auth.current_principal.set(await verifier.verify(auth.key_from_metadata(metadata)))
@@ -133,7 +149,10 @@ class _Wrapper(grpc.aio.ServerInterceptor):
 
             return call
 
-        def guard_stream(behaviour: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+        def guard_stream(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+            if not inspect.isasyncgenfunction(behaviour):  # writes with context.write (health's Watch)
+                return guard(behaviour)
+
             async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 async with guarded(context):
                     async for message in behaviour(with_query(request, context), context):
@@ -169,10 +188,15 @@ async def run_hosts(
             loop.add_signal_handler(sig, stop.set)
     started: list[tuple[ServiceHost, grpc.aio.Server, health_aio.HealthServicer, list[str]]] = []
     tasks: list[asyncio.Task[None]] = []
+    if settings.insecure_internal:
+        log.warning(tls.INSECURE_WARNING)
+    # Every host's material is read before anything listens: missing files stop the process here.
+    materials = {host.name: tls.material(settings, host.name) for host in hosts}
     try:
         for host in hosts:
+            material = materials[host.name]
             server = grpc.aio.server(
-                interceptors=[_Wrapper(host.name, verifier if host.public else None)],
+                interceptors=[_Wrapper(host.name, verifier if host.public else None, material is not None)],
                 # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind
                 # and silently receive half the calls. Without it, a taken port is an error.
                 options=[*channel_options(settings), ("grpc.so_reuseport", 0)],
@@ -180,8 +204,12 @@ async def run_hosts(
             names = host.register(server)
             health = health_aio.HealthServicer()
             health_pb2_grpc.add_HealthServicer_to_server(health, server)
+            address = f"{settings.host}:{host.port}"
             try:  # gRPC answers a failed bind with 0 or with RuntimeError, by version
-                bound = server.add_insecure_port(f"{settings.host}:{host.port}")
+                if material is None:
+                    bound = server.add_insecure_port(address)
+                else:
+                    bound = server.add_secure_port(address, tls.server_credentials(material))
             except RuntimeError:
                 bound = 0
             if bound == 0:
@@ -191,7 +219,7 @@ async def run_hosts(
                 await health.set(name, health_pb2.HealthCheckResponse.SERVING)
             started.append((host, server, health, names))
             tasks += [asyncio.create_task(loop_fn(), name=f"{host.name}-bg") for loop_fn in host.background]
-            log.info("%s serving on %s:%d", host.name, settings.host, host.port)
+            log.info("%s serving on %s (%s)", host.name, address, "mutual TLS" if material else "PLAINTEXT")
         waiter = asyncio.create_task(stop.wait())
         pending: set[asyncio.Task[Any]] = {waiter, *tasks}
         while not waiter.done():

@@ -189,7 +189,7 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
             readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
-        if port and (prometheus := _prometheus_reader(port, settings.host)) is not None:
+        if port and (prometheus := _prometheus_reader(port, settings.metrics_host)) is not None:
             readers.append(prometheus)
         if readers:
             from opentelemetry.sdk.metrics import MeterProvider

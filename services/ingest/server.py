@@ -17,6 +17,7 @@ from services.common import rpc_client, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.grpc_server import ServiceHost
+from services.ingest import reflection
 from services.ingest.batch_create import BatchCreator
 from services.ingest.batches_servicer import BatchesServicer
 from services.ingest.files_servicer import FilesServicer
@@ -49,6 +50,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
             files_pb2.DESCRIPTOR.services_by_name["FilesService"].full_name,
             batches_pb2.DESCRIPTOR.services_by_name["BatchService"].full_name,
             models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name,
+            *reflection.register(server),
         ]
 
     async def close_channels() -> None:

@@ -186,9 +186,26 @@ def test_health_verb_answers_for_every_part_of_a_running_stack(
     assert "is ready" in run.stdout
 
 
-def test_health_verb_fails_for_nothing_listening_and_unknown_targets() -> None:
-    assert run_cli("health", f"127.0.0.1:{free_port()}", "--timeout", "1").returncode == ExitCode.OTHER
+def test_health_verb_probes_any_address_naming_the_service_there(shared_stack: RunningStack) -> None:
+    env = shared_stack.env
+    scheduler = f"127.0.0.1:{shared_stack.settings.scheduler_port}"
+    assert run_cli("health", scheduler, "--service", "scheduler", env=env).returncode == ExitCode.OK
+    # With mutual TLS the probe checks the identity in the server's certificate: it must be named.
+    unnamed = run_cli("health", scheduler, env=env)
+    assert unnamed.returncode == ExitCode.INVALID and "--service" in unnamed.stderr
+    assert run_cli("health", scheduler, "--service", "results", env=env).returncode == ExitCode.OTHER
+
+
+def test_health_verb_fails_for_nothing_listening_and_unknown_targets(
+    shared_stack: RunningStack, tmp_path: Path
+) -> None:
+    nothing = f"127.0.0.1:{free_port()}"
+    probe = ("health", nothing, "--service", "scheduler", "--timeout", "1")
+    assert run_cli(*probe, env=shared_stack.env).returncode == ExitCode.OTHER
     assert run_cli("health", "nonsense").returncode == ExitCode.INVALID
+    # Without the certificates (another data directory) the probe says which files it misses.
+    missing = run_cli(*probe, env={"BATCHGATE_DATA_DIR": str(tmp_path)})
+    assert missing.returncode == ExitCode.INVALID and "BATCHGATE_TLS_CERT_FILE" in missing.stderr
 
 
 def test_operator_key_verbs_follow_the_exit_codes(database_url: str) -> None:

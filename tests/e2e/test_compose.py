@@ -46,6 +46,7 @@ def test_the_rules_catch_what_they_are_for() -> None:
     services["results"]["healthcheck"]["test"] = ["CMD", "batchgate", "health", "ingest"]
     services["scheduler"]["command"] = ["serve", "schedulers"]
     services["ingest"]["depends_on"] = {"migrate": {"condition": "service_started"}}
+    services["envoy"]["volumes"] = [v for v in services["envoy"]["volumes"] if not v.startswith("certs:")]
     found = compose.problems(parsed, compose.read_dockerfile().env)
     for expected in (
         "BATCHGATE_NO_SUCH is not a setting",
@@ -54,6 +55,8 @@ def test_the_rules_catch_what_they_are_for() -> None:
         "healthcheck should be `batchgate health results`",
         "`batchgate serve schedulers` is not a valid command",
         "wait for the migration to complete",
+        "ingest: does not wait for the certs job",
+        "envoy: BATCHGATE_TLS_DIR '/var/lib/batchgate/certs' is not the volume the certs job writes",
     ):
         assert any(expected in problem for problem in found), (expected, found)
 

@@ -1,4 +1,4 @@
-"""A native gRPC client does the same flow through Envoy's single port."""
+"""A native gRPC client does the same flow through Envoy's single port, with health and reflection."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ import time
 import grpc
 import pytest
 from google.api import httpbody_pb2
+from google.protobuf import descriptor_pool
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
+from services.ingest import reflection
 from tests.support import RunningStack, chat_records, jsonl, read_jsonl
 
 BOUNDARY = "batchgate-test-boundary"
@@ -105,3 +110,35 @@ def test_native_grpc_inline_requests_and_presence_aware_limit(shared_stack: Runn
             batches.ListBatches(batches_pb2.ListBatchesRequest(limit=0), metadata=metadata, timeout=10)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert '"code":"invalid_limit"' in dict(caught.value.trailing_metadata())["x-oai-error"]
+
+
+PUBLIC_SERVICES = sorted(reflection.public_services())
+
+
+def test_reflection_on_envoys_port_describes_the_public_api_only(shared_stack: RunningStack) -> None:
+    """What `grpcurl -plaintext localhost:8080 list` and `describe` ask, in both versions."""
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)  # v1alpha
+        assert sorted(database.get_services()) == PUBLIC_SERVICES
+        pool = descriptor_pool.DescriptorPool(database)
+        results = pool.FindServiceByName("batchgate.v1.ResultsService")  # served by results, described too
+        assert "GetBatchResults" in results.methods_by_name
+        assert pool.FindMessageTypeByName("batchgate.v1.Batch").fields_by_name["id"]
+        with pytest.raises(KeyError):
+            pool.FindServiceByName("batchgate.internal.v1.SchedulerService")
+
+        v1 = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        (answer,) = v1(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+        assert sorted(s.name for s in answer.list_services_response.service) == PUBLIC_SERVICES
+
+
+def test_health_on_envoys_port(shared_stack: RunningStack) -> None:
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "batchgate.v1.BatchService"):
+            answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import grpc
 import pytest
 
 from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc
 from tests.support import (
+    RunningStack,
     chat_records,
     fresh_database,
+    internal_channel,
     read_jsonl,
     replicated_stack,
     upload,
@@ -21,8 +22,8 @@ from tests.support import (
 pytestmark = pytest.mark.postgres
 
 
-def _finished_by(port: int) -> int:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+def _finished_by(stack: RunningStack, port: int) -> int:
+    with internal_channel(stack, "executor", "operator", port) as channel:
         stub = executor_pb2_grpc.ExecutorServiceStub(channel)
         return int(stub.GetExecutorStatus(executor_pb2.GetExecutorStatusRequest(), timeout=10).finished)
 
@@ -63,7 +64,7 @@ def test_two_replicas_of_each_service_complete_a_batch_exactly_once(tmp_path: Pa
         # Each request reached the upstream exactly once, and both executors did part of it.
         calls = stack.simulator_stats()["by_content"]
         assert [calls.get(r["body"]["messages"][0]["content"], 0) for r in records] == [1] * 40
-        finished = [_finished_by(port) for port in stack.extra["ports"]["executor"]]
+        finished = [_finished_by(stack, port) for port in stack.extra["ports"]["executor"]]
         assert sum(finished) == 40 and all(n > 0 for n in finished), finished
 
         # Listing goes through either ingest replica and sees the same database.

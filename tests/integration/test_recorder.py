@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 import orjson
 import pytest
@@ -29,7 +28,15 @@ from batchgate.internal.v1 import (
 from services.common.db import Database
 from services.common.db.schema import items
 from services.results.pricing import item_cost
-from tests.support import RunningStack, chat_records, read_jsonl, running_stack, upload, wait_for_batch
+from tests.support import (
+    RunningStack,
+    chat_records,
+    internal_channel,
+    read_jsonl,
+    running_stack,
+    upload,
+    wait_for_batch,
+)
 
 USAGE = recorder_pb2.TokenUsage(prompt_tokens=10, completion_tokens=20, cached_tokens=4, reasoning_tokens=3)
 
@@ -90,8 +97,8 @@ def test_outcomes_are_stored_once_and_progress_moves_with_each_group(stack: Runn
         completion_window="24h",
     )
     with (
-        grpc.insecure_channel(f"127.0.0.1:{stack.settings.scheduler_port}") as scheduler_channel,
-        grpc.insecure_channel(f"127.0.0.1:{stack.settings.results_port}") as results_channel,
+        internal_channel(stack, "scheduler") as scheduler_channel,
+        internal_channel(stack, "results") as results_channel,
     ):
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
         recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)

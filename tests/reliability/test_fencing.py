@@ -10,7 +10,6 @@ import signal
 import time
 from pathlib import Path
 
-import grpc
 import orjson
 from sqlalchemy import func, select
 
@@ -26,7 +25,7 @@ from batchgate.internal.v1 import (
 from services.common.db import Database
 from services.common.db.schema import items, usage_events
 from tests.execution_support import create_batch, item_rows, private_stack, result_lines, wait_until
-from tests.support import RunningStack, chat_records, wait_for_batch
+from tests.support import RunningStack, chat_records, internal_channel, wait_for_batch
 
 
 def _completion(text: str) -> bytes:
@@ -60,8 +59,8 @@ def test_a_lapsed_lease_is_leased_again_and_the_old_token_is_refused(db_kind: st
         client = stack.client()
         batch = create_batch(stack, chat_records(1, prefix="fence"))
         with (
-            grpc.insecure_channel(f"127.0.0.1:{stack.settings.scheduler_port}") as scheduler_channel,
-            grpc.insecure_channel(f"127.0.0.1:{stack.settings.results_port}") as results_channel,
+            internal_channel(stack, "scheduler") as scheduler_channel,
+            internal_channel(stack, "results") as results_channel,
         ):
             scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
             recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
@@ -106,8 +105,8 @@ def test_a_lapsed_lease_is_leased_again_and_the_old_token_is_refused(db_kind: st
         assert line["response"]["request_id"] == "req_current"
 
 
-def _executor_status(port: int) -> executor_pb2.GetExecutorStatusResponse:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+def _executor_status(stack: RunningStack, port: int) -> executor_pb2.GetExecutorStatusResponse:
+    with internal_channel(stack, "executor", "operator", port) as channel:
         stub = executor_pb2_grpc.ExecutorServiceStub(channel)
         return stub.GetExecutorStatus(executor_pb2.GetExecutorStatusRequest(), timeout=10)
 
@@ -134,7 +133,7 @@ def test_a_frozen_executors_item_is_re_run_and_its_late_result_refused(db_kind: 
         # been handed the re-queued item once more before it lapsed again).
         assert item_rows(stack.database_url, batch.id)[0].attempt >= 2
         port = stack.settings.executor_port
-        wait_until("the old holder notices", lambda: _stale_count(port) >= 1, timeout_s=60)
+        wait_until("the old holder notices", lambda: _stale_count(stack, port) >= 1, timeout_s=60)
 
         done = wait_for_batch(client, batch.id)
         assert (done.status, done.request_counts.completed) == ("completed", 1)
@@ -162,6 +161,6 @@ def outcome_counts(stack: RunningStack, batch_id: str) -> tuple[int, int]:
     return asyncio.run(read())
 
 
-def _stale_count(port: int) -> int:
-    status = _executor_status(port)
+def _stale_count(stack: RunningStack, port: int) -> int:
+    status = _executor_status(stack, port)
     return status.refused + status.lost

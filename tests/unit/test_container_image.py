@@ -118,7 +118,7 @@ def test_what_the_image_installs_runs_without_the_source_tree(tmp_path: Path) ->
         "assert all(m.__file__.startswith(sys.argv[1]) for m in (batchgate, gateway, services)); "
         "from batchgate.cli import main; main(sys.argv[2:])"
     )
-    for args in (["migrate"], ["envoy-config", "--out", str(tmp_path / "envoy.yaml")]):
+    for args in (["migrate"], ["certs", "init"], ["envoy-config", "--out", str(tmp_path / "envoy.yaml")]):
         run = subprocess.run(
             [sys.executable, "-c", script, str(site), *args],
             env=env,

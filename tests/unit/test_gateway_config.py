@@ -1,35 +1,105 @@
-"""Envoy's generated config: valid for Envoy itself, and covering every public RPC."""
+"""Envoy's generated config: valid for Envoy itself, covering every public RPC, health and
+reflection, with health checks, outlier detection, safe retries and mutual TLS upstream."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
+
+from batchgate.certs import CertDir
 from gateway.launcher import validate
-from gateway.render import SERVICE_CLUSTERS, public_methods, render, write_config
+from gateway.render import (
+    FRONT_DOOR_SERVICES,
+    RETRY_ANY,
+    RETRY_READ,
+    SERVICE_CLUSTERS,
+    public_methods,
+    render,
+    sds_paths,
+    write_config,
+)
 from services.common.config import load_settings
+from services.common.tls import MissingMaterial
 
 
-def test_envoy_accepts_the_generated_config(tmp_path: Path) -> None:
-    path = write_config(load_settings(environ={}), tmp_path / "envoy.yaml")
+def _routes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    return {
+        r["match"].get("path") or r["match"]["prefix"]: r["route"]
+        for r in hcm["route_config"]["virtual_hosts"][0]["routes"]
+        if "route" in r  # the panel's files are direct responses
+    }
+
+
+@pytest.mark.parametrize("insecure", [False, True], ids=["mutual-tls", "insecure"])
+def test_envoy_accepts_the_generated_config(tmp_path: Path, insecure: bool) -> None:
+    CertDir.at(tmp_path / "certs").ensure()
+    environ = {"BATCHGATE_DATA_DIR": str(tmp_path), "BATCHGATE_INSECURE_INTERNAL": str(insecure)}
+    path = write_config(load_settings(environ=environ), tmp_path / "envoy.yaml")
     result = validate(path)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert all(p.exists() for p in sds_paths(path).values()) != insecure
 
 
-def test_every_public_rpc_has_a_route_with_the_right_timeout() -> None:
-    config = render(load_settings(environ={}))
-    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    routes = {
-        r["match"]["path"]: r["route"]
-        for r in hcm["route_config"]["virtual_hosts"][0]["routes"]
-        if "route" in r
-    }
+def test_envoy_without_its_certificate_is_refused_naming_the_settings(tmp_path: Path) -> None:
+    with pytest.raises(MissingMaterial, match="BATCHGATE_TLS_CERT_FILE"):
+        write_config(load_settings(environ={"BATCHGATE_DATA_DIR": str(tmp_path)}), tmp_path / "envoy.yaml")
+
+
+def test_every_public_rpc_has_a_route_with_the_right_timeout_and_retries() -> None:
+    routes = _routes(render(load_settings(environ={})))
     methods = public_methods()
-    assert {m.path for m in methods} == set(routes)
+    assert {m.path for m in methods} | {f"/{s}/" for s in FRONT_DOOR_SERVICES} == set(routes)
     for method in methods:
-        assert routes[method.path]["cluster"] == SERVICE_CLUSTERS[method.service]
-        assert (routes[method.path]["timeout"] == "0s") == method.streaming
-    upload = next(m for m in methods if m.name == "CreateFile")
-    assert upload.streaming
+        route = routes[method.path]
+        assert route["cluster"] == SERVICE_CLUSTERS[method.service]
+        assert (route["timeout"] == "0s") == method.streaming
+        assert route["retry_policy"]["retry_on"] == (RETRY_READ if method.read else RETRY_ANY)
+    by_name = {m.name: m for m in methods}
+    assert by_name["CreateFile"].streaming
+    assert {n for n, m in by_name.items() if m.read} >= {"GetBatch", "ListBatches", "GetFileContent"}
+    # Nothing that writes may run twice once it reached a server.
+    for name in ("CreateBatch", "CancelBatch", "CreateFile", "DeleteFile", "UpdateBatchMetadata"):
+        assert not by_name[name].read
+        assert "reset," not in routes[by_name[name].path]["retry_policy"]["retry_on"] + ","
+        assert "unavailable" not in routes[by_name[name].path]["retry_policy"]["retry_on"]
+    for service in FRONT_DOOR_SERVICES:
+        assert routes[f"/{service}/"]["cluster"] == "ingest"
+
+
+def test_clusters_check_health_eject_failing_replicas_and_speak_mutual_tls() -> None:
+    clusters = {c["name"]: c for c in render(load_settings(environ={}))["static_resources"]["clusters"]}
+    assert set(clusters) == set(SERVICE_CLUSTERS.values())
+    for name, cluster in clusters.items():
+        (check,) = cluster["health_checks"]
+        assert check["grpc_health_check"] == {"authority": name}
+        assert cluster["outlier_detection"]["consecutive_local_origin_failure"] == 1
+        tls = cluster["transport_socket"]["typed_config"]
+        assert tls["sni"] == name
+        validation = tls["common_tls_context"]["combined_validation_context"]["default_validation_context"]
+        assert validation["match_typed_subject_alt_names"] == [
+            {"san_type": "DNS", "matcher": {"exact": name}}
+        ]
+    insecure = render(load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true"}))
+    assert all("transport_socket" not in c for c in insecure["static_resources"]["clusters"])
+
+
+def test_the_admin_interface_binds_to_loopback_whatever_the_host() -> None:
+    config = render(load_settings(environ={"BATCHGATE_HOST": "0.0.0.0"}))
+    assert config["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+    assert config["static_resources"]["listeners"][0]["address"]["socket_address"]["address"] == "0.0.0.0"
+
+
+def test_sds_files_watch_the_certificate_directories(tmp_path: Path) -> None:
+    CertDir.at(tmp_path / "certs").ensure()
+    path = write_config(load_settings(environ={"BATCHGATE_DATA_DIR": str(tmp_path)}), tmp_path / "envoy.yaml")
+    for sds in sds_paths(path).values():
+        (secret,) = yaml.safe_load(sds.read_text())["resources"]
+        body = secret.get("tls_certificate") or secret["validation_context"]
+        assert body["watched_directory"]["path"] == str((tmp_path / "certs").resolve())
 
 
 def test_several_replicas_become_cluster_endpoints() -> None:

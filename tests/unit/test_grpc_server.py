@@ -20,6 +20,7 @@ async def test_a_taken_port_is_refused_instead_of_shared() -> None:
     try:
         host = ServiceHost(name="probe", port=port, register=lambda server: [])
         with pytest.raises(RuntimeError, match="cannot listen"):
-            await run_hosts([host], load_settings(), None, stop=stop, grace_s=0)
+            settings = load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true"})
+            await run_hosts([host], settings, None, stop=stop, grace_s=0)
     finally:
         await holder.stop(None)
