@@ -1,5 +1,5 @@
-"""The queue's statements: lease, renew, release, rescue, and closing the open items of
-cancelled and expired batches.
+"""The queue's statements: lease, release, executor sessions and the rescue of a dead
+session's items, and closing the open items of cancelled and expired batches.
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
 per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
@@ -10,8 +10,15 @@ the fencing token a result must carry to be accepted. The same statement re-chec
 batch still runs, so a batch cancelled or expired after the candidates were read hands out
 nothing more.
 
+A lease belongs to the executor session that took it (`items.leased_by`): it lasts as long
+as the session, which the executor keeps alive with heartbeats every few seconds, however many
+items it holds (one row updated, not one per item). Maintenance deletes a lapsed session and
+queues its items again in one transaction, so a dead executor's work runs again a lease time
+after its last heartbeat, and a heartbeat that finds its session gone knows it lost its leases.
+
 Lock order on PostgreSQL, wherever one transaction touches both: the batch row, then its
-items (results' recorder does the same), so closing and recording cannot deadlock.
+items (results' recorder does the same), so closing and recording cannot deadlock; a session
+row before items (leasing and rescue), so those two cannot either.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, select, update
 
 from services.common.db import Database
-from services.common.db.dialect import in_skip_locked, lock_rows, notify
-from services.common.db.schema import batches, items
+from services.common.db.dialect import in_skip_locked, lock_rows, notify, upsert
+from services.common.db.schema import batches, executor_sessions, items
 from services.scheduler.fairness import Candidate, allocate, top_group
 from services.scheduler.work_signal import WORK_CHANNEL
 
@@ -50,8 +57,8 @@ class Lease:
     endpoint: str
     model: str
     project_id: str
-    expires_at: float
     tier: int
+    priority: int
     batch_created_at: float
 
 
@@ -69,6 +76,15 @@ class Closing:
 
     batch_id: str
     end: str
+    hard: bool
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A batch that starts no new item; `hard`: its leased items are no longer current either
+    (its window passed, or it ended)."""
+
+    batch_id: str
     hard: bool
 
 
@@ -155,25 +171,24 @@ class Queue:
         ]
 
     async def lease(self, executor_id: str, max_items: int) -> list[Lease]:
-        """Lease up to `max_items` items: highest priority first, fair within a priority."""
+        """Lease up to `max_items` items to the session `executor_id` (opened or kept alive
+        here): highest priority first, fair within a priority."""
         now = time.time()
         runnable = {r.candidate.batch_id: r for r in await self._runnable(now)}
         if not runnable:
             return []
-        expires_at = now + self._ttl
         leased: list[Lease] = []
         remaining = max_items
         self._rotation += 1
         async with self._db.write() as conn:
+            await self._keep_session(conn, executor_id, now)
             for _ in range(LEASE_ROUNDS):
                 group = top_group([r.candidate for r in runnable.values()])
                 if not group or remaining <= 0:
                     break
                 for candidate, share in allocate(group, remaining, self._rotation):
                     info = runnable[candidate.batch_id]
-                    rows = await self._lease_from(
-                        conn, candidate.batch_id, share, executor_id, now, expires_at
-                    )
+                    rows = await self._lease_from(conn, candidate.batch_id, share, executor_id, now)
                     leased += [
                         Lease(
                             candidate.batch_id,
@@ -185,8 +200,8 @@ class Queue:
                             info.endpoint,
                             info.model,
                             candidate.project_id,
-                            expires_at,
                             candidate.tier,
+                            candidate.priority,
                             candidate.created_at,
                         )
                         for r in sorted(rows, key=lambda r: r.idx)
@@ -197,7 +212,7 @@ class Queue:
         return leased
 
     async def _lease_from(
-        self, conn: Any, batch_id: str, count: int, executor_id: str, now: float, expires_at: float
+        self, conn: Any, batch_id: str, count: int, executor_id: str, now: float
     ) -> list[Any]:
         picked = (
             select(items.c.idx)
@@ -213,37 +228,39 @@ class Queue:
                 in_skip_locked(self._db, items.c.idx, picked),
                 _still_running(batch_id, now),
             )
-            .values(
-                state="leased",
-                attempt=items.c.attempt + 1,
-                leased_by=executor_id,
-                lease_expires_at=expires_at,
-            )
+            .values(state="leased", attempt=items.c.attempt + 1, leased_by=executor_id)
             .returning(items.c.idx, items.c.attempt, items.c.custom_id, items.c.body, items.c.traceparent)
         )
         return list(result.all())
 
-    async def renew(self, refs: Sequence[Ref]) -> tuple[list[Ref], float]:
-        """Extend current leases; returns the refs that are no longer current, and the new expiry.
+    async def _keep_session(self, conn: Any, executor_id: str, now: float) -> None:
+        await conn.execute(
+            upsert(
+                self._db,
+                executor_sessions,
+                {"id": executor_id, "started_at": now, "expires_at": now + self._ttl},
+                keys=("id",),
+                update=("expires_at",),
+            )
+        )
 
-        A lease that lapsed but was not rescued yet is still current: nobody else has the item.
-        """
-        expires_at = time.time() + self._ttl
+    async def heartbeat(self, executor_id: str) -> bool:
+        """Keep the session alive; False when it lapsed and its leases were taken back (a
+        session that lapsed but was not rescued yet is still current: nobody has its items)."""
         async with self._db.write() as conn:
-            current = await self._current(conn, refs)
-            if current:
-                await conn.execute(_UPDATE_LEASE.values(lease_expires_at=expires_at), _params(current))
-        return [r for r in refs if r not in current], expires_at
+            result = await conn.execute(
+                update(executor_sessions)
+                .where(executor_sessions.c.id == executor_id)
+                .values(expires_at=time.time() + self._ttl)
+            )
+        return result.rowcount == 1
 
     async def release(self, refs: Sequence[Ref]) -> int:
         """Queue leased items again at once (their holder is shutting down)."""
         async with self._db.write() as conn:
             current = await self._current(conn, refs)
             if current:
-                await conn.execute(
-                    _UPDATE_LEASE.values(state="queued", leased_by=None, lease_expires_at=None),
-                    _params(current),
-                )
+                await conn.execute(_UPDATE_LEASE.values(state="queued", leased_by=None), _params(current))
                 await notify(self._db, conn, WORK_CHANNEL)
         return len(current)
 
@@ -274,13 +291,24 @@ class Queue:
         return [r for r in refs if r in current]
 
     async def rescue_expired(self) -> int:
-        """Queue again every item whose lease lapsed (its executor died or stalled). The next
-        lease bumps the attempt, so the old holder's late result is refused."""
+        """End every session that lapsed (its executor died or stalled) and queue its items
+        again. The next lease bumps their attempt, so the old holder's late result is refused."""
         async with self._db.write() as conn:
+            dead = list(
+                (
+                    await conn.execute(
+                        executor_sessions.delete()
+                        .where(executor_sessions.c.expires_at < time.time())
+                        .returning(executor_sessions.c.id)
+                    )
+                ).scalars()
+            )
+            if not dead:
+                return 0
             result = await conn.execute(
                 update(items)
-                .where(items.c.state == "leased", items.c.lease_expires_at < time.time())
-                .values(state="queued", leased_by=None, lease_expires_at=None)
+                .where(items.c.state == "leased", items.c.leased_by.in_(dead))
+                .values(state="queued", leased_by=None)
             )
             if result.rowcount:
                 await notify(self._db, conn, WORK_CHANNEL)
@@ -318,23 +346,29 @@ class Queue:
             depth[(tier, "leased")] = max(int(open_by_tier.get(tier) or 0) - queued, 0)
         return depth
 
-    async def not_runnable(self, batch_ids: Sequence[str]) -> list[str]:
-        """Those of `batch_ids` that start no new item: not running, or past their window."""
+    async def stopped(self, batch_ids: Sequence[str]) -> list[Stopped]:
+        """Those of `batch_ids` that start no new item: not running, or past their window.
+        Only a cancelling batch within its window lets its running items finish (soft)."""
         if not batch_ids:
             return []
+        now = time.time()
         async with self._db.read() as conn:
-            runnable = set(
-                (
-                    await conn.execute(
-                        select(batches.c.id).where(
-                            batches.c.id.in_(batch_ids),
-                            batches.c.status == "in_progress",
-                            batches.c.expires_at > time.time(),
-                        )
+            rows = {
+                r.id: r
+                for r in await conn.execute(
+                    select(batches.c.id, batches.c.status, batches.c.expires_at).where(
+                        batches.c.id.in_(batch_ids)
                     )
-                ).scalars()
-            )
-        return [b for b in batch_ids if b not in runnable]
+                )
+            }
+        stopped = []
+        for batch_id in batch_ids:
+            row = rows.get(batch_id)
+            if row is not None and row.status == "in_progress" and row.expires_at > now:
+                continue
+            soft = row is not None and row.status == "cancelling" and row.expires_at > now
+            stopped.append(Stopped(batch_id, hard=not soft))
+        return stopped
 
     async def closing_batches(self) -> list[Closing]:
         """Batches with open items to close: cancelling ones, and running ones past their window."""
@@ -387,7 +421,6 @@ class Queue:
                         error_message=message,
                         finished_at=now,
                         leased_by=None,
-                        lease_expires_at=None,
                     )
                 )
             ).rowcount

@@ -8,6 +8,7 @@
 - Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
   single writer process is the leader.
 - Bulk inserts: `COPY` on PostgreSQL; Core executemany on SQLite.
+- Upserts: `INSERT … ON CONFLICT` in each dialect's spelling.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, any_, func, text
+from sqlalchemy import ColumnElement, Insert, Select, Table, any_, func, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.engine import Database
@@ -51,6 +53,19 @@ async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) ->
         driver = (await conn.get_raw_connection()).driver_connection
         assert driver is not None
         await driver.executemany(statement, records)
+
+
+def upsert(
+    db: Database, table: Table, row: dict[str, Any], keys: tuple[str, ...], update: tuple[str, ...] = ()
+) -> Insert:
+    """Insert `row`; when a row with the same `keys` exists, set its `update` columns from
+    `row` instead (or leave it as it is, when `update` is empty)."""
+    statement = (postgresql.insert if db.is_postgres else sqlite.insert)(table).values(row)
+    if not update:
+        return statement.on_conflict_do_nothing(index_elements=list(keys))
+    return statement.on_conflict_do_update(
+        index_elements=list(keys), set_={c: statement.excluded[c] for c in update}
+    )
 
 
 def skip_locked(db: Database, query: Select[Any]) -> Select[Any]:
