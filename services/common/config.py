@@ -232,7 +232,10 @@ class Settings:
         1.0, "BATCHGATE_MAINTENANCE_INTERVAL_S", "How often leases are rescued and cancel/expiry applied."
     )
     finalize_lease_s: float = _setting(
-        15.0, "BATCHGATE_FINALIZE_LEASE_S", "A finalize that stops renewing this long is taken over (crash)."
+        5.0,
+        "BATCHGATE_FINALIZE_LEASE_S",
+        "A finalize renews its claim every third of this; one that stops renewing this long (its "
+        "process died) is taken over.",
     )
     ingest_sweep_interval_s: float = _setting(
         60.0,
@@ -287,7 +290,8 @@ class Settings:
         "",
         "BATCHGATE_CRASH_AT",
         "Test hook: comma-separated crash points (services/common/faults.py) at which the "
-        "process exits abruptly. Never set in production.",
+        "process exits abruptly (`fail:<point>`: fails once there as a lost connection). Never set "
+        "in production.",
     )
     # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
