@@ -28,6 +28,7 @@ from bench.harness import (
     write_chat_input,
 )
 from bench.profiler import profiling, summarise
+from bench.promises import cancel, capacity, expedite, kill
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 
@@ -340,6 +341,10 @@ SCENARIOS = {
     "latency": latency,
     "scaleout": scaleout,
     "tracing": tracing,
+    "capacity": capacity,
+    "expedite": expedite,
+    "cancel": cancel,
+    "kill": kill,
 }
 
 

@@ -28,7 +28,7 @@ def build(settings: Settings, port: int | None = None) -> ServiceHost:
     executor = Executor(
         settings, scheduler, recorder_pb2_grpc.RecorderServiceStub(results_channel), runner, executor_id
     )
-    metrics.watch_in_flight(lambda: executor.in_flight)
+    metrics.watch_held(lambda: executor.held)
 
     def register(server: grpc.aio.Server) -> list[str]:
         executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(executor), server)

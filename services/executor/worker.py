@@ -3,8 +3,10 @@
 - **Session.** Every lease belongs to this process's session at the scheduler (`executor_id`,
   new for every process), kept alive by a heartbeat every `lease_ttl_s / BEATS_PER_TTL` while
   anything is held, however many items: a `kill -9` costs its items one lease time, not more.
-  A heartbeat that finds the session gone (this process was cut off for longer than a lease
-  time, and its items were queued again) drops every unfinished item and hands it back.
+  When a heartbeat or a lease call hears that the session ended (this process was cut off
+  for longer than a lease time, and its items were queued again), the unfinished items of
+  that session are dropped (and handed back, in case any was leased again to it) and the
+  executor carries on under a new session id.
 - **Leasing ahead.** The scheduler is long-polled ahead of need: up to `OUTSTANDING_FACTOR` times
   the concurrency are held (waiting for a slot, running, or awaiting results' acknowledgement),
   so a finished call is followed at once by the next. Held items that wait are ordered by
@@ -68,6 +70,8 @@ def new_executor_id() -> str:
 @dataclass
 class _Held:
     ref: items_pb2.ItemRef
+    session: str
+    """The session that leased it."""
     control: Control = field(default_factory=Control)
     task: asyncio.Task[None] | None = None
 
@@ -182,6 +186,7 @@ class Executor:
                     timeout=self.settings.lease_wait_ms / 1000 + 30,
                 )
             )
+            session = self.executor_id
             stopping = asyncio.ensure_future(self._stopping.wait())
             await asyncio.wait([call, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
@@ -191,16 +196,23 @@ class Executor:
             try:
                 answer = call.result()
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                    self._session_lost(session)
+                    continue
                 await _sleep_unless(self._stopping, retry.failed(exc))
                 continue
             retry.succeeded()
             if answer.lease_ttl_ms:
                 self._lease_ttl_s = answer.lease_ttl_ms / 1000
-            self._take(answer.items)
+            self._take(answer.items, session)
 
-    def _take(self, items: list[scheduler_pb2.LeasedItem]) -> None:
+    def _take(self, items: list[scheduler_pb2.LeasedItem], session: str) -> None:
         """Start the leased items, except those of a batch that stopped meanwhile (a lease that
-        raced a cancel): handed back, or dropped when the batch's leases were closed."""
+        raced a cancel): handed back, or dropped when the batch's leases were closed. Items of
+        a session that ended meanwhile were taken back with it."""
+        if session != self.executor_id:
+            self._hand_back([item.ref for item in items])
+            return
         refused: list[items_pb2.ItemRef] = []
         for item in items:
             stop = self._stopped.get(item.ref.batch_id)
@@ -208,7 +220,7 @@ class Executor:
                 if not stop[0]:
                     refused.append(item.ref)
                 continue
-            held = _Held(ref=item.ref)
+            held = _Held(ref=item.ref, session=session)
             self._held[(item.ref.batch_id, item.ref.index)] = held
             held.task = asyncio.create_task(self._run_item(item, held))
         if refused:
@@ -294,19 +306,29 @@ class Executor:
             log.info("batch %s stopped: handing back %d unstarted items", batch_id, len(unstarted))
             self._hand_back([h.ref for h in unstarted])
 
-    def _session_lost(self) -> None:
-        unfinished = [h for h in self._held.values() if h.task is not None and not h.task.done()]
+    def _session_lost(self, session: str) -> None:
+        """`session` ended and its leases were taken back: drop its unfinished items (their
+        outcomes would be refused, or kept only if nobody ran them meanwhile) and go on under a
+        new session. Finished outcomes are still sent: results decides."""
+        if session != self.executor_id:
+            return  # heard already
+        self.executor_id = new_executor_id()
+        unfinished = [
+            h
+            for h in self._held.values()
+            if h.session == session and h.task is not None and not h.task.done()
+        ]
         log.warning(
-            "session %s lapsed (cut off from the scheduler too long): dropping %d unfinished items",
-            self.executor_id,
+            "session %s ended (cut off from the scheduler for longer than a lease time): dropping "
+            "%d unfinished items, going on as %s",
+            session,
             len(unfinished),
+            self.executor_id,
         )
         for held in unfinished:
             held.task.cancel()  # type: ignore[union-attr]
             self._forget(held)
         self.stats.lost += len(unfinished)
-        if unfinished:  # those leased again after the lapse are ours: give them back
-            self._hand_back([h.ref for h in unfinished])
 
     async def _heartbeat_loop(self) -> None:
         retry = _Retry("Heartbeat")
@@ -315,12 +337,13 @@ class Executor:
             await _sleep_unless(self._beat_now, wait)
             self._beat_now.clear()
             wait = self._lease_ttl_s / BEATS_PER_TTL
-            if not self._held:
-                continue
+            if not any(h.session == self.executor_id for h in self._held.values()):
+                continue  # nothing leased under this session (it may not even exist yet)
             batch_ids = sorted({batch_id for batch_id, _index in self._held})
+            session = self.executor_id
             try:
                 answer = await self.scheduler.Heartbeat(
-                    scheduler_pb2.HeartbeatRequest(executor_id=self.executor_id, batch_ids=batch_ids),
+                    scheduler_pb2.HeartbeatRequest(executor_id=session, batch_ids=batch_ids),
                     timeout=self._lease_ttl_s / 2,
                 )
             except grpc.aio.AioRpcError as exc:
@@ -328,7 +351,7 @@ class Executor:
                 continue
             retry.succeeded()
             if not answer.alive:
-                self._session_lost()
+                self._session_lost(session)
             for closing in answer.closing:
                 self._stop_batch(closing.batch_id, closing.hard)
 

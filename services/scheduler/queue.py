@@ -12,9 +12,11 @@ nothing more.
 
 A lease belongs to the executor session that took it (`items.leased_by`): it lasts as long
 as the session, which the executor keeps alive with heartbeats every few seconds, however many
-items it holds (one row updated, not one per item). Maintenance deletes a lapsed session and
+items it holds (one row updated, not one per item). Maintenance ends a lapsed session and
 queues its items again in one transaction, so a dead executor's work runs again a lease time
-after its last heartbeat, and a heartbeat that finds its session gone knows it lost its leases.
+after its last heartbeat. An ended session never comes back: its heartbeats are answered "not
+alive" and its lease calls refused (`SessionLost`), so an executor that was only cut off drops
+what it held and carries on under a new session.
 
 Lock order on PostgreSQL, wherever one transaction touches both: the batch row, then its
 items (results' recorder does the same), so closing and recording cannot deadlock; a session
@@ -39,6 +41,7 @@ from services.scheduler.work_signal import WORK_CHANNEL
 
 CANDIDATE_BATCHES = 200
 LEASE_ROUNDS = 3
+LAPSED_MEMORY_S = 86_400.0  # an ended session is remembered (refused) this long
 
 CLOSE_CODES = {
     "cancelled": ("batch_cancelled", "This request was not executed because the batch was cancelled."),
@@ -99,6 +102,10 @@ _UPDATE_LEASE = update(items).where(
 
 def _params(refs: Sequence[Ref]) -> list[dict[str, Any]]:
     return [{"b": r.batch_id, "i": r.index, "a": r.attempt} for r in refs]
+
+
+class SessionLost(Exception):
+    """The executor's session lapsed and its leases were taken back: it must open a new one."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +179,7 @@ class Queue:
 
     async def lease(self, executor_id: str, max_items: int) -> list[Lease]:
         """Lease up to `max_items` items to the session `executor_id` (opened or kept alive
-        here): highest priority first, fair within a priority."""
+        here; `SessionLost` when it ended): highest priority first, fair within a priority."""
         now = time.time()
         runnable = {r.candidate.batch_id: r for r in await self._runnable(now)}
         if not runnable:
@@ -234,23 +241,24 @@ class Queue:
         return list(result.all())
 
     async def _keep_session(self, conn: Any, executor_id: str, now: float) -> None:
-        await conn.execute(
-            upsert(
-                self._db,
-                executor_sessions,
-                {"id": executor_id, "started_at": now, "expires_at": now + self._ttl},
-                keys=("id",),
-                update=("expires_at",),
-            )
+        statement = upsert(
+            self._db,
+            executor_sessions,
+            {"id": executor_id, "started_at": now, "expires_at": now + self._ttl},
+            keys=("id",),
+            update=("expires_at",),
+            where=executor_sessions.c.lapsed_at.is_(None),
         )
+        if (await conn.execute(statement)).rowcount != 1:
+            raise SessionLost(executor_id)
 
     async def heartbeat(self, executor_id: str) -> bool:
-        """Keep the session alive; False when it lapsed and its leases were taken back (a
-        session that lapsed but was not rescued yet is still current: nobody has its items)."""
+        """Keep the session alive; False when it ended and its leases were taken back (a session
+        that lapsed but was not rescued yet is still current: nobody has its items)."""
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(executor_sessions)
-                .where(executor_sessions.c.id == executor_id)
+                .where(executor_sessions.c.id == executor_id, executor_sessions.c.lapsed_at.is_(None))
                 .values(expires_at=time.time() + self._ttl)
             )
         return result.rowcount == 1
@@ -291,28 +299,45 @@ class Queue:
         return [r for r in refs if r in current]
 
     async def rescue_expired(self) -> int:
-        """End every session that lapsed (its executor died or stalled) and queue its items
+        """End every session that lapsed (its executor died or was cut off) and queue its items
         again. The next lease bumps their attempt, so the old holder's late result is refused."""
+        now = time.time()
         async with self._db.write() as conn:
-            dead = list(
+            lapsed = list(
                 (
                     await conn.execute(
-                        executor_sessions.delete()
-                        .where(executor_sessions.c.expires_at < time.time())
-                        .returning(executor_sessions.c.id)
+                        lock_rows(
+                            self._db,
+                            select(executor_sessions.c.id).where(
+                                executor_sessions.c.lapsed_at.is_(None), executor_sessions.c.expires_at < now
+                            ),
+                        )
                     )
                 ).scalars()
             )
-            if not dead:
-                return 0
-            result = await conn.execute(
-                update(items)
-                .where(items.c.state == "leased", items.c.leased_by.in_(dead))
-                .values(state="queued", leased_by=None)
+            await conn.execute(
+                executor_sessions.delete().where(executor_sessions.c.lapsed_at < now - LAPSED_MEMORY_S)
             )
-            if result.rowcount:
+            if not lapsed:
+                return 0
+            rescued = 0
+            for session in lapsed:
+                count = (
+                    await conn.execute(
+                        update(items)
+                        .where(items.c.state == "leased", items.c.leased_by == session)
+                        .values(state="queued", leased_by=None)
+                    )
+                ).rowcount
+                ended = executor_sessions.c.id == session
+                if count:  # ended for good: its executor hears so and goes on under a new session
+                    await conn.execute(update(executor_sessions).where(ended).values(lapsed_at=now))
+                else:  # it held nothing: it may come back as it is
+                    await conn.execute(executor_sessions.delete().where(ended))
+                rescued += count
+            if rescued:
                 await notify(self._db, conn, WORK_CHANNEL)
-        return int(result.rowcount)
+        return rescued
 
     async def depth(self) -> dict[tuple[int, str], int]:
         """Open items of running batches per (priority tier, state): `queued` counted on the

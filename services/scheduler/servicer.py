@@ -24,7 +24,7 @@ from services.scheduler.budgets import Ask, Budgets
 from services.scheduler.closing_feed import ClosingFeed
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.metrics import SchedulerMetrics, tier_name
-from services.scheduler.queue import Closing, Lease, Queue, Ref, Stopped
+from services.scheduler.queue import Closing, Lease, Queue, Ref, SessionLost, Stopped
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,13 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         while max_items:
             event = self._signal.current()
             started_ns = time.time_ns()
-            leases = await self._queue.lease(request.executor_id, max_items)
+            try:
+                leases = await self._queue.lease(request.executor_id, max_items)
+            except SessionLost:
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"session {request.executor_id} lapsed and its leases were taken back; open a new one",
+                )
             if leases:
                 crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
             remaining = deadline - time.monotonic()

@@ -18,7 +18,7 @@ from services.common.db import Database
 from services.common.db.dialect import LeaderLock
 from services.common.db.schema import batches, items
 from services.scheduler.maintenance import LEADER_LOCK_KEY
-from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref, Stopped
+from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref, SessionLost, Stopped
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 
@@ -103,6 +103,8 @@ async def test_fresh_fencing_tokens_and_a_dead_sessions_items_rescued(db: Databa
     assert await short.heartbeat("e3")  # lapsed but not rescued yet: still current
     assert await short.rescue_expired() == 1  # e1 stopped beating: its item is queued again
     assert not await short.heartbeat("e1")  # ... and e1 hears its leases are gone
+    with pytest.raises(SessionLost):  # an ended session never leases again
+        await short.lease("e1", 1)
     assert await short.heartbeat("e3")
     again = await short.lease("e2", 5)
     assert sorted((lease.index, lease.attempt) for lease in again) == [(0, 2), (2, 1)]

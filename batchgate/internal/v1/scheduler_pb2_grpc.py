@@ -87,6 +87,7 @@ class SchedulerServiceServicer:
 
     def LeaseItems(self, request, context):
         """Leases up to `max_items` items, waiting up to `wait_ms` for work (long poll).
+        FAILED_PRECONDITION when the executor's session ended: it must use a new one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

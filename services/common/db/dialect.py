@@ -56,15 +56,21 @@ async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) ->
 
 
 def upsert(
-    db: Database, table: Table, row: dict[str, Any], keys: tuple[str, ...], update: tuple[str, ...] = ()
+    db: Database,
+    table: Table,
+    row: dict[str, Any],
+    keys: tuple[str, ...],
+    update: tuple[str, ...] = (),
+    where: ColumnElement[bool] | None = None,
 ) -> Insert:
     """Insert `row`; when a row with the same `keys` exists, set its `update` columns from
-    `row` instead (or leave it as it is, when `update` is empty)."""
+    `row` instead if it matches `where` (or leave it as it is, when `update` is empty). The
+    row count is 0 when an existing row was left as it is."""
     statement = (postgresql.insert if db.is_postgres else sqlite.insert)(table).values(row)
     if not update:
         return statement.on_conflict_do_nothing(index_elements=list(keys))
     return statement.on_conflict_do_update(
-        index_elements=list(keys), set_={c: statement.excluded[c] for c in update}
+        index_elements=list(keys), set_={c: statement.excluded[c] for c in update}, where=where
     )
 
 

@@ -208,16 +208,18 @@ items = Table(
 
 # --- owned by the scheduler --------------------------------------------------------------------
 
-# One row per live executor process. Its leases last as long as the row: the executor's
-# heartbeats (and lease calls) move `expires_at`; maintenance deletes a row that lapsed and
-# queues its items again in the same transaction, so a heartbeat that finds no row knows its
-# leases were taken back.
+# One row per executor session (a process, until it is cut off for longer than a lease time).
+# Its leases last as long as the session: heartbeats and lease calls move `expires_at`. When it
+# lapses, maintenance queues its items again and marks it `lapsed_at` in the same transaction
+# (or deletes it, when it held nothing): a lapsed session never leases again, so its executor,
+# told so by its next heartbeat or lease call, drops what it held and opens a new one.
 executor_sessions = Table(
     "executor_sessions",
     metadata,
     Column("id", String(80), primary_key=True),
     Column("started_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    Column("lapsed_at", Float, nullable=True),
 )
 
 # Per provider key, the deployment's token buckets (requests and tokens per minute), from

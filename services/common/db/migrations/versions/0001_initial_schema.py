@@ -81,6 +81,7 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=80), nullable=False),
         sa.Column("started_at", sa.Float(), nullable=False),
         sa.Column("expires_at", sa.Float(), nullable=False),
+        sa.Column("lapsed_at", sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
