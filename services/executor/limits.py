@@ -267,9 +267,18 @@ class Dispatcher:
         self._lanes.append(lane)
         return lane
 
-    async def acquire(self, lane: Lane, rank: Rank, tokens: int) -> Slot:
-        """Wait for a slot of the executor and of `lane`, and a key that can pay `tokens`."""
+    async def acquire(
+        self,
+        lane: Lane,
+        rank: Rank,
+        tokens: int,
+        waiting: Callable[[asyncio.Future[Slot]], None] | None = None,
+    ) -> Slot:
+        """Wait for a slot of the executor and of `lane`, and a key that can pay `tokens`.
+        `waiting` is handed the future waited on: cancelling it gives up the place in line."""
         future: asyncio.Future[Slot] = asyncio.get_running_loop().create_future()
+        if waiting is not None:
+            waiting(future)
         heapq.heappush(lane._waiting, _Waiter(rank, tokens, future))
         self.dispatch()
         try:

@@ -88,6 +88,16 @@ class Control:
     """Set when the item's batch starts no new call (cancel): the item ends before its next."""
     started: bool = False
     """Whether its first upstream call has been sent (until then it can be handed back)."""
+    _waiting: asyncio.Future[Slot] | None = None
+
+    def halt(self) -> None:
+        """No further call: a wait for a retry or for a slot ends now."""
+        self.stop.set()
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.cancel()
+
+    def waiting_on(self, future: asyncio.Future[Slot]) -> None:
+        self._waiting = future
 
     async def pause(self, seconds: float) -> None:
         """Wait before a retry, cut short by a stop."""
@@ -302,7 +312,15 @@ class ItemRunner:
         after (no await between it and the request going out)."""
         if call.control.stop.is_set():
             raise _Stopped
-        slot = await self.dispatcher.acquire(call.provider.lane, call.rank, call.estimate)
+        try:
+            slot = await self.dispatcher.acquire(
+                call.provider.lane, call.rank, call.estimate, call.control.waiting_on
+            )
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if call.control.stop.is_set() and task is not None and not task.cancelling():
+                raise _Stopped from None  # halted while waiting, not cancelled itself
+            raise
         if call.control.stop.is_set():
             slot.key.refund(call.estimate)
             self.dispatcher.release(slot, None)

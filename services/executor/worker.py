@@ -301,7 +301,7 @@ class Executor:
                     else:
                         unstarted.append(held)
             else:
-                held.control.stop.set()
+                held.control.halt()
         if unstarted:
             log.info("batch %s stopped: handing back %d unstarted items", batch_id, len(unstarted))
             self._hand_back([h.ref for h in unstarted])

@@ -309,3 +309,25 @@ async def test_a_stopped_item_hands_back_before_its_first_call_and_ends_after_a_
         assert len(await calls(simulator, "stopped between retries")) == 1
     finally:
         await runner.close()
+
+
+async def test_a_halted_item_waiting_for_a_slot_ends_at_once(simulator: str) -> None:
+    runner = ItemRunner(settings_for(simulator, max_concurrency=1, adaptive_concurrency=False))
+    try:
+        control = Control()
+        first = leased(chat("halted in line", x_sim={"status": 503, "times": 1, "retry_after": 0.3}))
+        halted = asyncio.create_task(runner.run(first, control))
+        for _ in range(250):  # until its first call was answered (it now waits 0.3 s to retry)
+            if await calls(simulator, "halted in line"):
+                break
+            await asyncio.sleep(0.02)
+        blocker = asyncio.create_task(runner.run(leased(chat("holds the slot", x_sim={"delay_ms": 3000}))))
+        await asyncio.sleep(0.6)  # the retry now waits for the only slot
+        assert not halted.done() and runner.dispatcher.in_flight == 1
+        control.halt()  # its batch was cancelled
+        outcome = await asyncio.wait_for(halted, 1)
+        assert outcome.state == recorder_pb2.OUTCOME_STATE_FAILED and outcome.status_code == 503
+        assert len(await calls(simulator, "halted in line")) == 1
+        await blocker
+    finally:
+        await runner.close()
