@@ -29,52 +29,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
 from sqlalchemy import text
 
 from bench.harness import bench_stack, print_table
 from services.common.db import Database
-from tests.fake_upstream import Call, FakeUpstream
-from tests.support import RunningStack, upload
+from tests.execution_support import create_batch
+from tests.fake_upstream import Call, FakeUpstream, catalogue, records
+from tests.support import RunningStack
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
-
-
-def _records(model: str, prefix: str, n: int, **body: Any) -> list[dict[str, Any]]:
-    return [
-        {
-            "custom_id": f"{prefix}-{i}",
-            "method": "POST",
-            "url": "/v1/chat/completions",
-            "body": {"model": model, "messages": [{"role": "user", "content": f"{prefix}-{i}"}], **body},
-        }
-        for i in range(n)
-    ]
 
 
 @contextlib.contextmanager
 def _stack_on(
     workdir: Path, upstream: FakeUpstream, concurrency: int, db_kind: str = "sqlite", **env: str
 ) -> Iterator[RunningStack]:
-    config = workdir / "catalogue.yaml"
-    provider = {"name": "fake", "base_url": upstream.base_url, "max_concurrency": concurrency}
-    config.write_text(
-        yaml.safe_dump({"providers": [provider], "models": [{"name": "fake", "provider": "fake"}]})
-    )
+    provider = {"base_url": upstream.base_url, "max_concurrency": concurrency}
+    config = catalogue(workdir / "catalogue.yaml", {"fake": provider})
     with bench_stack(
-        workdir / "stack", db_kind, BATCHGATE_CONFIG=str(config), BATCHGATE_LOG_LEVEL="WARNING", **env
+        workdir / "stack", db_kind, BATCHGATE_CONFIG=config, BATCHGATE_LOG_LEVEL="WARNING", **env
     ) as stack:
         yield stack
-
-
-def _create(stack: RunningStack, records: list[dict[str, Any]], **extra: Any) -> Any:
-    client = stack.client(timeout=600)
-    return client.batches.create(
-        input_file_id=upload(client, records).id,
-        endpoint="/v1/chat/completions",
-        completion_window="24h",
-        extra_body=extra or None,
-    )
 
 
 def _wait(stack: RunningStack, batch_id: str, timeout_s: float = 900) -> Any:
@@ -108,7 +83,7 @@ def capacity(args: argparse.Namespace) -> list[dict[str, Any]]:
     for retry_after in (None, 1.0):
         with tempfile.TemporaryDirectory() as tmp, FakeUpstream(latency_s, slots, retry_after) as upstream:
             with _stack_on(Path(tmp), upstream, concurrency=64) as stack:
-                done = _wait(stack, _create(stack, _records("fake", "cap", n)).id)
+                done = _wait(stack, create_batch(stack, records("fake", "cap", n)).id)
             calls = _calls(upstream, "cap")
             served = [c for c in calls if c.status == 200]
             span = max(c.ended or c.started for c in served) - min(c.started for c in calls)
@@ -140,10 +115,10 @@ def expedite(args: argparse.Namespace) -> list[dict[str, Any]]:
         FakeUpstream(latency_s) as upstream,
         _stack_on(Path(tmp), upstream, concurrency=args.concurrency) as stack,
     ):
-        standard = _create(stack, _records("fake", "std", backlog))
+        standard = create_batch(stack, records("fake", "std", backlog))
         _until("the backlog runs", lambda: len(upstream.calls()) >= min(1000, backlog // 4))
         asked = time.time()
-        expedited = _create(stack, _records("fake", "exp", 20), priority="expedited")
+        expedited = create_batch(stack, records("fake", "exp", 20), priority="expedited")
         answered = time.time()
         _wait(stack, expedited.id)
         stack.client().batches.cancel(standard.id)
@@ -180,7 +155,7 @@ def cancel(args: argparse.Namespace) -> list[dict[str, Any]]:
         _stack_on(Path(tmp), upstream, concurrency=16) as stack,
     ):
         client = stack.client()
-        batch = _create(stack, _records("fake", "cn", 300))
+        batch = create_batch(stack, records("fake", "cn", 300))
         _until(
             "32 done",
             lambda: client.batches.retrieve(batch.id).request_counts.completed >= 32,
@@ -236,7 +211,7 @@ def kill(args: argparse.Namespace) -> list[dict[str, Any]]:
         ):
             writes_before = asyncio.run(_session_writes(stack.database_url)) if db_kind == "postgres" else 0
             started = time.time()
-            batch = _create(stack, _records("fake", "k", n))
+            batch = create_batch(stack, records("fake", "k", n))
             _until("30% answered", lambda: len(upstream.calls()) >= 0.3 * n)
             (child,) = [c for c in stack.stack.children if c.name == "executor-0"]
             assert child.process is not None

@@ -5,11 +5,10 @@ STARTS: a real aiohttp server on loopback, run on its own thread and event loop.
         ... point a provider's base_url at upstream.base_url ...
         calls = upstream.calls()                                     # every call, in start order
 
-Each call is identified by its request's last message (`Call.content`; tests put the
-custom_id there). Options: a fixed latency (or `x_delay_ms` in the body), a concurrency
-`capacity` beyond which calls are answered 429 at once (with `Retry-After` when asked), and a
-per-key requests-per-minute window whose spent state is reported with OpenAI's
-`x-ratelimit-*` headers.
+Each call is identified by its request's last message (`Call.content`; `records()` puts the
+custom_id there, and `catalogue()` writes a provider config for fake upstreams). Options: a
+fixed latency (plus `x_delay_ms` from the body), and a concurrency `capacity` beyond which
+calls are answered 429 at once (with `Retry-After` when asked).
 """
 
 from __future__ import annotations
@@ -17,14 +16,39 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from aiohttp import web
 
 from tests.support import free_port
+
+
+def records(model: str, prefix: str, n: int, **body: Any) -> list[dict[str, Any]]:
+    """n chat records `<prefix>-<i>` whose message is their custom_id (the upstream's `content`)."""
+    return [
+        {
+            "custom_id": f"{prefix}-{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"model": model, "messages": [{"role": "user", "content": f"{prefix}-{i}"}], **body},
+        }
+        for i in range(n)
+    ]
+
+
+def catalogue(path: Path, providers: dict[str, dict[str, Any]]) -> str:
+    """A config file with one OpenAI-compatible provider per entry (its settings: `base_url`,
+    `max_concurrency`, …) and a model of the same name on it; returns its path."""
+    doc = {
+        "providers": [{"name": name, **settings} for name, settings in providers.items()],
+        "models": [{"name": name, "provider": name} for name in providers],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
 
 
 @dataclass
@@ -45,12 +69,9 @@ class FakeUpstream:
     """Calls served at once; one more is answered 429 at once. None: no limit."""
     retry_after_s: float | None = None
     """`Retry-After` sent with the capacity 429s."""
-    requests_per_minute: int | None = None
-    """Per API key, over a sliding minute; beyond it 429 with `x-ratelimit-remaining-requests: 0`."""
     _calls: list[Call] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: int = 0
-    _window: dict[str, deque[float]] = field(default_factory=lambda: defaultdict(deque))
     _port: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
@@ -65,12 +86,6 @@ class FakeUpstream:
         with self._lock:
             return [Call(c.content, c.api_key, c.started, c.status, c.ended) for c in self._calls]
 
-    def count_by_content(self) -> Counter[str]:
-        return Counter(c.content for c in self.calls())
-
-    def in_flight(self) -> int:
-        return self._in_flight
-
     async def _handle(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())
         content = str(body["messages"][-1]["content"])
@@ -84,19 +99,6 @@ class FakeUpstream:
             call.ended = time.time()
 
     async def _answer(self, call: Call, body: dict[str, Any]) -> web.Response:
-        if self.requests_per_minute is not None:
-            window = self._window[call.api_key]
-            while window and window[0] <= call.started - 60:
-                window.popleft()
-            if len(window) >= self.requests_per_minute:
-                reset = window[0] + 60 - call.started
-                headers = {
-                    "x-ratelimit-limit-requests": str(self.requests_per_minute),
-                    "x-ratelimit-remaining-requests": "0",
-                    "x-ratelimit-reset-requests": f"{reset:.3f}s",
-                }
-                return self._reply(call, 429, headers)
-            window.append(call.started)
         if self.capacity is not None and self._in_flight >= self.capacity:
             headers = {} if self.retry_after_s is None else {"retry-after": f"{self.retry_after_s:g}"}
             return self._reply(call, 429, headers)

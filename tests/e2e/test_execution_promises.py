@@ -14,14 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from tests.execution_support import assert_each_custom_id_once, result_lines, wait_until
-from tests.fake_upstream import FakeUpstream
-from tests.support import RunningStack, fresh_database, running_stack, upload, wait_for_batch
+from tests.execution_support import assert_each_custom_id_once, create_batch, result_lines, wait_until
+from tests.fake_upstream import FakeUpstream, catalogue, records
+from tests.support import RunningStack, fresh_database, running_stack, wait_for_batch
 
 CANCEL_BOUND_S = 0.2  # README: no call starts for a cancelled batch later than this after the answer
 MARGIN_S = 0.5  # a noisy 2-core machine
@@ -43,57 +41,29 @@ def stack(
 ) -> Iterator[RunningStack]:
     tmp: Path = tmp_path_factory.mktemp(f"promises-{db_kind}")
     concurrency = {"slow": 16, "capped": 64, "capped-ra": 64}
-    catalogue = {
-        "providers": [
-            {
-                "name": name,
+    config = catalogue(
+        tmp / "catalogue.yaml",
+        {
+            name: {
                 "base_url": upstream.base_url,
                 "api_keys": [f"key-{name}"],
                 "max_concurrency": concurrency[name],
             }
             for name, upstream in upstreams.items()
-        ],
-        "models": [{"name": name, "provider": name} for name in upstreams],
-    }
-    config = tmp / "catalogue.yaml"
-    config.write_text(yaml.safe_dump(catalogue))
-    with (
-        fresh_database(db_kind, tmp) as url,
-        running_stack(tmp, url, BATCHGATE_CONFIG=str(config)) as running,
-    ):
-        yield running
-
-
-def records(model: str, prefix: str, n: int, **body: Any) -> list[dict[str, Any]]:
-    return [
-        {
-            "custom_id": f"{prefix}-{i}",
-            "method": "POST",
-            "url": "/v1/chat/completions",
-            "body": {"model": model, "messages": [{"role": "user", "content": f"{prefix}-{i}"}], **body},
-        }
-        for i in range(n)
-    ]
-
-
-def create(stack: RunningStack, batch_records: list[dict[str, Any]], **extra: Any) -> Any:
-    client = stack.client()
-    return client.batches.create(
-        input_file_id=upload(client, batch_records).id,
-        endpoint="/v1/chat/completions",
-        completion_window="24h",
-        extra_body=extra or None,
+        },
     )
+    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, BATCHGATE_CONFIG=config) as running:
+        yield running
 
 
 def test_expedited_calls_start_before_the_remaining_standard_ones(
     stack: RunningStack, upstreams: dict[str, FakeUpstream]
 ) -> None:
     upstream = upstreams["slow"]
-    standard = create(stack, records("slow", "std", 200))
+    standard = create_batch(stack, records("slow", "std", 200))
     wait_until("standard running", lambda: any(c.content.startswith("std-") for c in upstream.calls()), 30)
     asked = time.time()
-    expedited = create(stack, records("slow", "exp", 20), priority="expedited")
+    expedited = create_batch(stack, records("slow", "exp", 20), priority="expedited")
     client = stack.client()
     wait_for_batch(client, expedited.id, timeout_s=60)
     wait_for_batch(client, standard.id, timeout_s=60)
@@ -113,7 +83,7 @@ def test_no_call_starts_for_a_cancelled_batch_after_the_bound(
 ) -> None:
     upstream = upstreams["slow"]
     client = stack.client()
-    batch = create(stack, records("slow", "cn", 300, x_delay_ms=300))
+    batch = create_batch(stack, records("slow", "cn", 300, x_delay_ms=300))
     wait_until(
         "32 done",
         lambda: client.batches.retrieve(batch.id).request_counts.completed >= 32,
@@ -138,7 +108,7 @@ def test_a_concurrency_capped_provider_runs_at_its_capacity(
 ) -> None:
     upstream = upstreams[model]
     n = 2000
-    batch = create(stack, records(model, model, n))
+    batch = create_batch(stack, records(model, model, n))
     done = wait_for_batch(stack.client(), batch.id, timeout_s=180)
     assert (done.status, done.request_counts.completed, done.request_counts.failed) == ("completed", n, 0)
     calls = [c for c in upstream.calls() if c.content.startswith(f"{model}-")]

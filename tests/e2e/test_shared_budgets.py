@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
-from tests.execution_support import private_stack
-from tests.fake_upstream import FakeUpstream
-from tests.support import upload, wait_for_batch
+from tests.execution_support import create_batch, private_stack
+from tests.fake_upstream import FakeUpstream, catalogue, records
+from tests.support import wait_for_batch
 
 RPM = 60
 N = RPM + 6
@@ -19,34 +17,13 @@ N = RPM + 6
 
 def test_executors_share_one_keys_budget(db_kind: str, tmp_path: Path) -> None:
     with FakeUpstream(latency_s=0.01) as upstream:
-        config = tmp_path / "catalogue.yaml"
-        provider = {
-            "name": "fake",
-            "base_url": upstream.base_url,
-            "api_keys": ["k"],
-            "requests_per_minute": RPM,
-        }
-        config.write_text(
-            yaml.safe_dump({"providers": [provider], "models": [{"name": "fake", "provider": "fake"}]})
-        )
-        with private_stack(db_kind, tmp_path, BATCHGATE_CONFIG=str(config), BATCHGATE_EXECUTORS="2") as stack:
+        provider = {"base_url": upstream.base_url, "api_keys": ["k"], "requests_per_minute": RPM}
+        config = catalogue(tmp_path / "catalogue.yaml", {"fake": provider})
+        with private_stack(db_kind, tmp_path, BATCHGATE_CONFIG=config, BATCHGATE_EXECUTORS="2") as stack:
             stack.stack.start_executor(2)
             stack.stack.wait_ready()
-            records = [
-                {
-                    "custom_id": f"b-{i}",
-                    "method": "POST",
-                    "url": "/v1/chat/completions",
-                    "body": {"model": "fake", "messages": [{"role": "user", "content": f"b-{i}"}]},
-                }
-                for i in range(N)
-            ]
             client = stack.client()
-            batch = client.batches.create(
-                input_file_id=upload(client, records).id,
-                endpoint="/v1/chat/completions",
-                completion_window="24h",
-            )
+            batch = create_batch(stack, records("fake", "b", N))
             done = wait_for_batch(client, batch.id, timeout_s=90)
             assert (done.status, done.request_counts.completed) == ("completed", N)
     starts = sorted(c.started for c in upstream.calls())

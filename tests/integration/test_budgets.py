@@ -4,13 +4,11 @@ moves: one bucket per key for the whole deployment, whoever asks, granted all or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from services.common.db import Database
 from services.scheduler.budgets import Ask, Budgets
-from tests.support import prepare_database
 
 
 class Clock:
@@ -19,16 +17,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    await prepare_database(database_url)
-    database = Database(database_url)
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 def requests(key: str, needed: float, wanted: float, per_minute: float = 60) -> Ask:

@@ -11,12 +11,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import yaml
-
 from services.common.config import Settings
-from tests.execution_support import finished_exactly_once, private_stack, wait_until
-from tests.fake_upstream import FakeUpstream
-from tests.support import RunningStack, upload
+from tests.execution_support import create_batch, finished_exactly_once, private_stack, wait_until
+from tests.fake_upstream import FakeUpstream, catalogue, records
+from tests.support import RunningStack
 
 N = 2000
 LATENCY_S = 0.05
@@ -38,38 +36,16 @@ def test_a_killed_executor_costs_one_lease_time_and_repeats_only_what_was_in_fli
     db_kind: str, tmp_path: Path
 ) -> None:
     with FakeUpstream(latency_s=LATENCY_S) as upstream:
-        config = tmp_path / "catalogue.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "providers": [
-                        {"name": "fake", "base_url": upstream.base_url, "max_concurrency": CONCURRENCY}
-                    ],
-                    "models": [{"name": "fake", "provider": "fake"}],
-                }
-            )
-        )
-        with private_stack(db_kind, tmp_path, BATCHGATE_CONFIG=str(config)) as stack:
-            records = [
-                {
-                    "custom_id": f"k-{i}",
-                    "method": "POST",
-                    "url": "/v1/chat/completions",
-                    "body": {"model": "fake", "messages": [{"role": "user", "content": f"k-{i}"}]},
-                }
-                for i in range(N)
-            ]
-            client = stack.client()
-            batch = client.batches.create(
-                input_file_id=upload(client, records).id,
-                endpoint="/v1/chat/completions",
-                completion_window="24h",
-            )
+        provider = {"base_url": upstream.base_url, "max_concurrency": CONCURRENCY}
+        config = catalogue(tmp_path / "catalogue.yaml", {"fake": provider})
+        with private_stack(db_kind, tmp_path, BATCHGATE_CONFIG=config) as stack:
+            batch_records = records("fake", "k", N)
+            batch = create_batch(stack, batch_records)
             wait_until("30% answered", lambda: len(upstream.calls()) >= 0.3 * N, timeout_s=120, every_s=0.01)
             killed = _kill_executor(stack)
             stack.stack.start_executor(0)
             restarted = time.time()
-            done, _output, errors = finished_exactly_once(stack, batch.id, records, timeout_s=120)
+            done, _output, errors = finished_exactly_once(stack, batch.id, batch_records, timeout_s=120)
             ended = time.time()
             assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
 
