@@ -235,7 +235,9 @@ def kill(args: argparse.Namespace) -> list[dict[str, Any]]:
         in_flight = [c for c in before if c.ended is None or c.ended >= killed]
         resumed = min((c.started for c in calls if c.started > restarted), default=ended)
         repeated = set(twice)
-        rerun = min((c.started for c in calls if c.started > killed and c.content in repeated), default=ended)
+        rerun = min(
+            (c.started for c in calls if c.started > restarted and c.content in repeated), default=ended
+        )
         row: dict[str, Any] = {
             "database": db_kind,
             "items": n,

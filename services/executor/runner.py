@@ -80,10 +80,15 @@ class _Stopped(Exception):
     """The item's batch stopped: no further call."""
 
 
+_orders = itertools.count()
+
+
 @dataclass
 class Control:
     """How the executor steers one running item."""
 
+    order: int = field(default_factory=lambda: next(_orders))
+    """Its place among items of its priority (the order they were leased in)."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the item's batch starts no new call (cancel): the item ends before its next."""
     started: bool = False
@@ -178,7 +183,6 @@ class ItemRunner:
         self._metrics = metrics or ExecutorMetrics()
         self.dispatcher = dispatcher or Dispatcher(settings.executor_concurrency)
         self._providers: dict[str, _Provider] = {}
-        self._order = itertools.count()
         for config in settings.providers:
             limit = AdaptiveLimit(config.max_concurrency, config.min_concurrency, config.adaptive_concurrency)
             keys = KeyPool.build(
@@ -225,22 +229,21 @@ class ItemRunner:
         """Run the item (raises `NotStarted` when its batch stopped before its first call); a
         traced item's run is a span in its trace, and the outcome carries that span's
         traceparent (results records under it). Items run (wait for slots) in priority order,
-        then in the order `run` was called."""
+        then in their `Control.order`."""
         control = control or Control()
-        order = next(self._order)
         if not telemetry.traced("executor", item.traceparent):
-            return _logged(item, await self._run(item, control, order, None))
+            return _logged(item, await self._run(item, control, None))
         with telemetry.child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
-            outcome = await self._run(item, control, order, span)
+            outcome = await self._run(item, control, span)
             spans.end_run(span, outcome)
             outcome.traceparent = telemetry.traceparent_of(span)
             return _logged(item, outcome)
 
     async def _run(
-        self, item: scheduler_pb2.LeasedItem, control: Control, order: int, span: trace.Span | None
+        self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
     ) -> recorder_pb2.Outcome:
         chain = self._chain(item.model)
         if not chain:
@@ -248,7 +251,7 @@ class ItemRunner:
             return _failure(item, failure, "", "", 0)
         policy = self._settings.retry
         estimate = self._estimate(item, chain)
-        item_rank = rank(item.priority_tier, item.priority, order)
+        item_rank = rank(item.priority_tier, item.priority, control.order)
         calls = 0
         last: tuple[Result, ModelConfig] | None = None
         for model in chain:

@@ -10,8 +10,14 @@
 - **Leasing ahead.** The scheduler is long-polled ahead of need: up to `OUTSTANDING_FACTOR` times
   the concurrency are held (waiting for a slot, running, or awaiting results' acknowledgement),
   so a finished call is followed at once by the next. Held items that wait are ordered by
-  priority in the runner's dispatcher, not by arrival: an expedited item leased behind a
-  standard backlog starts at the next free slot.
+  priority in the runner's dispatcher, not by arrival, and every lease call names the lowest
+  priority waiting here (`outrank`): work that outranks it is leased beyond the free room, all
+  of a batch's at once (up to the lease size), and as many of the lowest waiting items are
+  handed back. An expedited batch created behind a standard backlog is leased as soon as one
+  item finishes and starts at the next free slot, every item of it before more standard work.
+- **No lease is lost to a lost answer.** Each lease call has an id; one that got no answer
+  (an error, a timeout, a scheduler that died after leasing) is repeated with the same id and
+  gets what it leased first, so nothing sits leased to a live session that never heard of it.
 - **Stops.** The scheduler streams batches as they stop running new items (cancel, expiry);
   held items of such a batch that have not made their first call are handed back at once, and
   started ones make no further call (cancel: they end with their last answer) or are dropped
@@ -67,13 +73,24 @@ def new_executor_id() -> str:
     return f"executor-{uuid.uuid4().hex[:12]}"
 
 
+def _new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
 @dataclass
 class _Held:
     ref: items_pb2.ItemRef
     session: str
     """The session that leased it."""
+    priority: tuple[int, int]
+    """(tier, integer priority) of its batch."""
     control: Control = field(default_factory=Control)
     task: asyncio.Task[None] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """Held, not started, not finished: it can be handed back without a trace."""
+        return not self.control.started and self.task is not None and not self.task.done()
 
 
 @dataclass
@@ -170,27 +187,30 @@ class Executor:
 
     async def _lease_loop(self) -> None:
         retry = _Retry("LeaseItems")
+        request_id, unanswered = _new_request_id(), False
         while not self._stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._slot_freed.clear()
                 await _wait_any(self._slot_freed, self._stopping)
                 continue
-            call = asyncio.ensure_future(
-                self.scheduler.LeaseItems(
-                    scheduler_pb2.LeaseItemsRequest(
-                        executor_id=self.executor_id,
-                        max_items=min(free, self.settings.lease_max_items),
-                        wait_ms=self.settings.lease_wait_ms,
-                    ),
-                    timeout=self.settings.lease_wait_ms / 1000 + 30,
-                )
-            )
             session = self.executor_id
+            request = scheduler_pb2.LeaseItemsRequest(
+                executor_id=session,
+                max_items=min(free, self.settings.lease_max_items),
+                wait_ms=self.settings.lease_wait_ms,
+                request_id=request_id,
+                retry=unanswered,
+            )
+            if (lowest := self._lowest_waiting()) is not None:
+                request.outrank.tier, request.outrank.priority = lowest
+            call = asyncio.ensure_future(
+                self.scheduler.LeaseItems(request, timeout=self.settings.lease_wait_ms / 1000 + 30)
+            )
             stopping = asyncio.ensure_future(self._stopping.wait())
             await asyncio.wait([call, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
-            if not call.done():  # shutting down mid-poll; anything it leased lapses and re-runs
+            if not call.done():  # shutting down mid-poll; anything it leased goes with the session
                 call.cancel()
                 break
             try:
@@ -198,13 +218,36 @@ class Executor:
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                     self._session_lost(session)
+                    request_id, unanswered = _new_request_id(), False
                     continue
+                unanswered = True  # it may have leased: ask again under the same id
                 await _sleep_unless(self._stopping, retry.failed(exc))
                 continue
             retry.succeeded()
+            request_id, unanswered = _new_request_id(), False
             if answer.lease_ttl_ms:
                 self._lease_ttl_s = answer.lease_ttl_ms / 1000
             self._take(answer.items, session)
+            self._shed_surplus()
+
+    def _lowest_waiting(self) -> tuple[int, int] | None:
+        """The lowest priority among held items waiting to start."""
+        return min((h.priority for h in self._held.values() if h.waiting), default=None)
+
+    def _shed_surplus(self) -> None:
+        """Outranking work came in beyond what the executor holds at most: hand back as many
+        of the lowest waiting items (the latest leased first)."""
+        surplus = len(self._held) - OUTSTANDING_FACTOR * self.capacity
+        if surplus <= 0:
+            return
+        waiting = sorted(
+            (h for h in self._held.values() if h.waiting), key=lambda h: (h.priority, -h.control.order)
+        )[:surplus]
+        for held in waiting:
+            held.task.cancel()  # type: ignore[union-attr]
+            self._forget(held)
+        if waiting:
+            self._hand_back([h.ref for h in waiting])
 
     def _take(self, items: list[scheduler_pb2.LeasedItem], session: str) -> None:
         """Start the leased items, except those of a batch that stopped meanwhile (a lease that
@@ -220,7 +263,7 @@ class Executor:
                 if not stop[0]:
                     refused.append(item.ref)
                 continue
-            held = _Held(ref=item.ref, session=session)
+            held = _Held(ref=item.ref, session=session, priority=(item.priority_tier, item.priority))
             self._held[(item.ref.batch_id, item.ref.index)] = held
             held.task = asyncio.create_task(self._run_item(item, held))
         if refused:
@@ -292,14 +335,15 @@ class Executor:
             self._stopped = {b: s for b, s in self._stopped.items() if now - s[1] < STOP_MEMORY_S}
         unstarted: list[_Held] = []
         for held in [h for (b, _i), h in self._held.items() if b == batch_id]:
-            if hard or not held.control.started:
-                if held.task is not None and not held.task.done():
-                    held.task.cancel()
-                    self._forget(held)
-                    if hard:
-                        self.stats.lost += 1
-                    else:
-                        unstarted.append(held)
+            if held.task is None or held.task.done():
+                continue  # its outcome is on its way to results, which decides
+            if hard or held.waiting:
+                held.task.cancel()
+                self._forget(held)
+                if hard:
+                    self.stats.lost += 1
+                else:
+                    unstarted.append(held)
             else:
                 held.control.halt()
         if unstarted:
@@ -424,11 +468,7 @@ class Executor:
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE_S + RPC_RETRY_MAX_S
-        unstarted = [
-            h
-            for h in self._held.values()
-            if not h.control.started and h.task is not None and not h.task.done()
-        ]
+        unstarted = [h for h in self._held.values() if h.waiting]
         for held in unstarted:
             if held.task is not None:
                 held.task.cancel()

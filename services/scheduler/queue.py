@@ -66,6 +66,18 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Request:
+    """What a lease call asks beyond a count: its name, whether it repeats a call that got no
+    answer, and the priority held work is waiting at (`outrank`), above which up to
+    `outranking` more items are leased."""
+
+    request_id: str = ""
+    retry: bool = False
+    outrank: tuple[int, int] | None = None
+    outranking: int = 0
+
+
+@dataclass(frozen=True)
 class Ref:
     batch_id: str
     index: int
@@ -113,6 +125,10 @@ class _Runnable:
     candidate: Candidate
     endpoint: str
     model: str
+
+
+def _outranks(candidate: Candidate, outrank: tuple[int, int] | None) -> bool:
+    return outrank is not None and (candidate.tier, candidate.priority) > outrank
 
 
 def _still_running(batch_id: str, now: float) -> Any:
@@ -177,25 +193,43 @@ class Queue:
             for r in rows
         ]
 
-    async def lease(self, executor_id: str, max_items: int) -> list[Lease]:
+    async def lease(
+        self,
+        executor_id: str,
+        max_items: int,
+        request: Request = Request(),
+    ) -> list[Lease]:
         """Lease up to `max_items` items to the session `executor_id` (opened or kept alive
-        here; `SessionLost` when it ended): highest priority first, fair within a priority."""
+        here; `SessionLost` when it ended): highest priority first, fair within a priority.
+        `request` names the call (a repeat collects what its lost answer held) and may ask
+        for outranking work beyond `max_items`."""
         now = time.time()
+        if request.retry and request.request_id:
+            found = await self._leased_by_request(executor_id, request.request_id)
+            if found:
+                return found
         runnable = {r.candidate.batch_id: r for r in await self._runnable(now)}
-        if not runnable:
+        best = top_group([r.candidate for r in runnable.values()])
+        if not best or (max_items <= 0 and not _outranks(best[0], request.outrank)):
             return []
         leased: list[Lease] = []
         remaining = max_items
+        extra = request.outranking if request.outrank is not None else 0
         self._rotation += 1
         async with self._db.write() as conn:
             await self._keep_session(conn, executor_id, now)
             for _ in range(LEASE_ROUNDS):
                 group = top_group([r.candidate for r in runnable.values()])
-                if not group or remaining <= 0:
+                if not group:
                     break
-                for candidate, share in allocate(group, remaining, self._rotation):
+                capacity = remaining + (extra if _outranks(group[0], request.outrank) else 0)
+                if capacity <= 0:
+                    break
+                for candidate, share in allocate(group, capacity, self._rotation):
                     info = runnable[candidate.batch_id]
-                    rows = await self._lease_from(conn, candidate.batch_id, share, executor_id, now)
+                    rows = await self._lease_from(
+                        conn, candidate.batch_id, share, executor_id, request.request_id, now
+                    )
                     leased += [
                         Lease(
                             candidate.batch_id,
@@ -213,13 +247,61 @@ class Queue:
                         )
                         for r in sorted(rows, key=lambda r: r.idx)
                     ]
-                    remaining -= len(rows)
+                    regular = min(len(rows), remaining)
+                    remaining -= regular
+                    extra -= len(rows) - regular
                     if len(rows) < share:
                         del runnable[candidate.batch_id]
         return leased
 
+    async def _leased_by_request(self, executor_id: str, request_id: str) -> list[Lease]:
+        """What the call `request_id` leased to the session and is still leased to it."""
+        async with self._db.read() as conn:
+            rows = (
+                await conn.execute(
+                    select(
+                        items.c.batch_id,
+                        items.c.idx,
+                        items.c.attempt,
+                        items.c.custom_id,
+                        items.c.body,
+                        items.c.traceparent,
+                        batches.c.endpoint,
+                        batches.c.model,
+                        batches.c.project_id,
+                        batches.c.priority_tier,
+                        batches.c.priority,
+                        batches.c.created_at,
+                    )
+                    .join(batches, batches.c.id == items.c.batch_id)
+                    .where(
+                        items.c.state == "leased",
+                        items.c.leased_by == executor_id,
+                        items.c.lease_request == request_id,
+                    )
+                    .order_by(items.c.batch_id, items.c.idx)
+                )
+            ).all()
+        return [
+            Lease(
+                r.batch_id,
+                r.idx,
+                r.attempt,
+                r.custom_id,
+                r.body,
+                r.traceparent,
+                r.endpoint,
+                r.model or "",
+                r.project_id,
+                r.priority_tier,
+                r.priority,
+                r.created_at,
+            )
+            for r in rows
+        ]
+
     async def _lease_from(
-        self, conn: Any, batch_id: str, count: int, executor_id: str, now: float
+        self, conn: Any, batch_id: str, count: int, executor_id: str, request_id: str, now: float
     ) -> list[Any]:
         picked = (
             select(items.c.idx)
@@ -235,7 +317,12 @@ class Queue:
                 in_skip_locked(self._db, items.c.idx, picked),
                 _still_running(batch_id, now),
             )
-            .values(state="leased", attempt=items.c.attempt + 1, leased_by=executor_id)
+            .values(
+                state="leased",
+                attempt=items.c.attempt + 1,
+                leased_by=executor_id,
+                lease_request=request_id or None,
+            )
             .returning(items.c.idx, items.c.attempt, items.c.custom_id, items.c.body, items.c.traceparent)
         )
         return list(result.all())

@@ -4,6 +4,7 @@ cancel for ingest."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import time
@@ -24,7 +25,7 @@ from services.scheduler.budgets import Ask, Budgets
 from services.scheduler.closing_feed import ClosingFeed
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.metrics import SchedulerMetrics, tier_name
-from services.scheduler.queue import Closing, Lease, Queue, Ref, SessionLost, Stopped
+from services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
@@ -89,13 +90,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> scheduler_pb2.LeaseItemsResponse:
         max_items = max(0, min(request.max_items, self._settings.lease_max_items))
         deadline = time.monotonic() + min(request.wait_ms, self._settings.lease_wait_ms) / 1000
+        outrank = (request.outrank.tier, request.outrank.priority) if request.HasField("outrank") else None
+        asked = Request(request.request_id, request.retry, outrank, self._settings.lease_max_items)
         leases: list[Lease] = []
         started_ns = time.time_ns()
-        while max_items:
+        while max_items or outrank is not None:
             event = self._signal.current()
             started_ns = time.time_ns()
             try:
-                leases = await self._queue.lease(request.executor_id, max_items)
+                leases = await self._queue.lease(request.executor_id, max_items, asked)
+                asked = dataclasses.replace(asked, retry=False)  # what it lost came back: lease anew
             except SessionLost:
                 await context.abort(
                     grpc.StatusCode.FAILED_PRECONDITION,

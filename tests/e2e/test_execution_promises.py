@@ -6,7 +6,9 @@ starts for a cancelled batch after the cancel bound, and a provider that caps it
 One stack per database kind serves the module; each provider is its own fake upstream:
 `slow` (0.2 s a call, 16 at once), and `capped` / `capped-ra` (50 ms a call; the upstream
 serves 16 at once and answers 429 beyond, without and with `Retry-After: 1`; the provider
-allows 64, so the executor must find the capacity itself).
+allows 64, so the executor must find the capacity itself). Executors run 24 calls at once, so
+they are full (3 × 24 held) while a standard backlog runs and an expedited batch must be
+leased beyond that.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ MARGIN_S = 0.5  # a noisy 2-core machine
 
 
 @pytest.fixture(scope="module")
-def upstreams() -> Iterator[dict[str, FakeUpstream]]:
+def upstreams(db_kind: str) -> Iterator[dict[str, FakeUpstream]]:
+    """Fresh upstreams for each database kind's stack."""
     with (
         FakeUpstream(latency_s=0.2) as slow,
         FakeUpstream(latency_s=0.05, capacity=16) as capped,
@@ -52,7 +55,10 @@ def stack(
             for name, upstream in upstreams.items()
         },
     )
-    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, BATCHGATE_CONFIG=config) as running:
+    with (
+        fresh_database(db_kind, tmp) as url,
+        running_stack(tmp, url, BATCHGATE_CONFIG=config, BATCHGATE_EXECUTOR_CONCURRENCY="24") as running,
+    ):
         yield running
 
 

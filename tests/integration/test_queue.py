@@ -18,7 +18,7 @@ from services.common.db import Database
 from services.common.db.dialect import LeaderLock
 from services.common.db.schema import batches, items
 from services.scheduler.maintenance import LEADER_LOCK_KEY
-from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref, SessionLost, Stopped
+from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref, Request, SessionLost, Stopped
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 
@@ -120,6 +120,33 @@ async def test_a_session_with_nothing_leased_lapses_quietly(db: Database) -> Non
     assert await queue.rescue_expired() == 0
     assert not await queue.heartbeat("e1")  # its row is gone; the next lease opens it again
     assert len(await queue.lease("e1", 1)) == 1 and await queue.heartbeat("e1")
+
+
+async def test_a_repeated_call_gets_what_its_lost_answer_leased(db: Database) -> None:
+    await add_batch(db, "b1", 10)
+    queue = Queue(db, TTL_S)
+    first = await queue.lease("e1", 3, Request("call-1"))
+    again = await queue.lease("e1", 3, Request("call-1", retry=True))
+    assert [(x.index, x.attempt) for x in again] == [(x.index, x.attempt) for x in first]
+    assert await queue.release([Ref("b1", first[0].index, first[0].attempt)]) == 1
+    assert len(await queue.lease("e1", 3, Request("call-1", retry=True))) == 2  # what is still its
+    assert len(await queue.lease("e2", 3, Request("call-1", retry=True))) == 3  # another session: new
+    assert await states(db, "b1") == {"leased": 5, "queued": 5}
+
+
+async def test_outranking_work_is_leased_beyond_the_count(db: Database) -> None:
+    await add_batch(db, "b_std", 10, age_s=1)
+    queue = Queue(db, TTL_S)
+    holding_standard = Request(outrank=(0, 0), outranking=200)
+    assert await queue.lease("e1", 0, holding_standard) == []  # nothing outranks what it holds
+    await add_batch(db, "b_high", 3, priority=2, age_s=2)
+    await add_batch(db, "b_exp", 5, tier=1, age_s=3)
+    assert per_batch(await queue.lease("e1", 0, holding_standard)) == {"b_exp": 5, "b_high": 3}
+    assert per_batch(await queue.lease("e1", 2, holding_standard)) == {"b_std": 2}
+    holding_expedited = Request(outrank=(1, 0), outranking=200)
+    await add_batch(db, "b_exp2", 4, tier=1, age_s=4)
+    assert await queue.lease("e1", 0, holding_expedited) == []  # same priority: not beyond the count
+    assert per_batch(await queue.lease("e1", 1, Request(outrank=(0, 5), outranking=2))) == {"b_exp2": 3}
 
 
 async def test_release_queues_items_again(db: Database) -> None:

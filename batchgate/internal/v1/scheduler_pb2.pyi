@@ -18,14 +18,28 @@ class SubmitBatchResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class LeaseItemsRequest(_message.Message):
-    __slots__ = ("executor_id", "max_items", "wait_ms")
+    __slots__ = ("executor_id", "max_items", "wait_ms", "request_id", "retry", "outrank")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    OUTRANK_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
     max_items: int
     wait_ms: int
-    def __init__(self, executor_id: _Optional[str] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    request_id: str
+    retry: bool
+    outrank: Priority
+    def __init__(self, executor_id: _Optional[str] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., retry: _Optional[bool] = ..., outrank: _Optional[_Union[Priority, _Mapping]] = ...) -> None: ...
+
+class Priority(_message.Message):
+    __slots__ = ("tier", "priority")
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    tier: int
+    priority: int
+    def __init__(self, tier: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class LeasedItem(_message.Message):
     __slots__ = ("ref", "custom_id", "endpoint", "model", "body", "traceparent", "project_id", "priority_tier", "priority")

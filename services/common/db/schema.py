@@ -171,6 +171,7 @@ items = Table(
     Column("state", String(16), nullable=False),
     Column("attempt", Integer, nullable=False, server_default="0"),  # lease count = fencing token
     Column("leased_by", String(80), nullable=True),  # the executor session holding the lease
+    Column("lease_request", String(40), nullable=True),  # the LeaseItems call that took it
     Column("body", LargeBinary, nullable=True),  # request body JSON; null for rejected records
     Column("traceparent", String(64), nullable=True),
     # outcome

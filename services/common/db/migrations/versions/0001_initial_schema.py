@@ -121,6 +121,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("attempt", sa.Integer(), server_default="0", nullable=False),
         sa.Column("leased_by", sa.String(length=80), nullable=True),
+        sa.Column("lease_request", sa.String(length=40), nullable=True),
         sa.Column("body", sa.LargeBinary(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
         sa.Column("status_code", sa.Integer(), nullable=True),
