@@ -248,8 +248,7 @@ def kill(args: argparse.Namespace) -> list[dict[str, Any]]:
             "in flight at kill": len(in_flight),
             "ran twice": len(twice),
         }
-        if db_kind == "postgres":
-            row["session writes/s"] = writes / (ended - started)
+        row["session writes/s"] = writes / (ended - started) if db_kind == "postgres" else "-"
         rows.append(row)
     print_table(
         f"Kill: kill -9 of the only executor at 30% of {n} items ({latency_s * 1000:g} ms, "
