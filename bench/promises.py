@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 from sqlalchemy import text
 
 from bench.harness import bench_stack, print_table
@@ -121,7 +122,8 @@ def expedite(args: argparse.Namespace) -> list[dict[str, Any]]:
         expedited = create_batch(stack, records("fake", "exp", 20), priority="expedited")
         answered = time.time()
         _wait(stack, expedited.id)
-        stack.client().batches.cancel(standard.id)
+        with contextlib.suppress(openai.ConflictError):  # a small backlog may be done already
+            stack.client().batches.cancel(standard.id)
         _wait(stack, standard.id)
     exp = sorted(c.started for c in _calls(upstream, "exp"))
     overtaking = [c for c in _calls(upstream, "std") if exp[0] < c.started < exp[-1]]

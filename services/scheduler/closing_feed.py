@@ -62,9 +62,18 @@ class ClosingFeed:
             try:
                 queue.put_nowait(stopped)
             except asyncio.QueueFull:  # a stuck watcher: end its stream, it reconnects
-                self._watchers.discard(queue)
-                queue.get_nowait()
-                queue.put_nowait(None)
+                self._end(queue)
+
+    async def close(self) -> None:
+        """End every watch (the scheduler is stopping: its watchers move to another replica)."""
+        for queue in list(self._watchers):
+            self._end(queue)
+
+    def _end(self, queue: asyncio.Queue[Stopped | None]) -> None:
+        self._watchers.discard(queue)
+        if queue.full():
+            queue.get_nowait()
+        queue.put_nowait(None)
 
     async def watch(self) -> AsyncIterator[Stopped | None]:
         """Yields None once subscribed, then every stop until the watcher falls too far behind."""

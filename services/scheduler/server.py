@@ -55,5 +55,6 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         port=settings.scheduler_port,
         register=register,
         background=[maintenance.run, *(listener.run for listener in listeners)],
+        before_stop=[feed.close],
         on_stop=[stop],
     )
