@@ -7,6 +7,7 @@ body (a real provider would reject it; batchgate passes bodies through unchanged
 Anthropic translation passes unknown keys through too):
 
     "x_sim": {"status": 503, "times": 2, "retry_after": 1,   # first 2 calls answer 503
+              "headers": {"x-ratelimit-remaining-requests": "0"},  # ... with these headers too
               "keys": ["k1"],                                  # ... only calls made with these keys
               "delay_ms": 500,                                 # extra latency for this request
               "fail_models": ["gpt-4o"],                       # these models always answer 503
@@ -330,6 +331,7 @@ def build_app(options: SimulatorOptions) -> web.Application:
             keyed = "keys" not in sim or api_key in sim["keys"]
             if status and keyed and state.calls_by_key[digest] <= int(sim.get("times", 1_000_000)):
                 headers = {"retry-after": str(sim["retry_after"])} if "retry_after" in sim else {}
+                headers.update({str(k): str(v) for k, v in (sim.get("headers") or {}).items()})
                 return reply(int(status), error(int(status), f"Simulated HTTP {status}."), headers)
             roll = state.rng.random()
             if roll < options.rate_limit_rate:

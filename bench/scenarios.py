@@ -28,6 +28,7 @@ from bench.harness import (
     write_chat_input,
 )
 from bench.profiler import profiling, summarise
+from bench.promises import cancel, capacity, expedite, kill
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 
@@ -415,6 +416,10 @@ SCENARIOS = {
     "scaleout": scaleout,
     "tracing": tracing,
     "internal_tls": internal_tls,
+    "capacity": capacity,
+    "expedite": expedite,
+    "cancel": cancel,
+    "kill": kill,
 }
 
 

@@ -58,10 +58,16 @@ def private_stack(db_kind: str, tmp: Path, **env: str) -> Iterator[RunningStack]
         yield stack
 
 
-def create_batch(stack: RunningStack, records: list[dict[str, Any]], window: str = "24h") -> Any:
-    client = stack.client()
+def create_batch(
+    stack: RunningStack, records: list[dict[str, Any]], window: str = "24h", **extra: Any
+) -> Any:
+    """Upload `records` and create a chat batch of them; `extra` goes in the body (`priority`, …)."""
+    client = stack.client(timeout=600)
     return client.batches.create(
-        input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window=window
+        input_file_id=upload(client, records).id,
+        endpoint="/v1/chat/completions",
+        completion_window=window,
+        extra_body=extra or None,
     )
 
 

@@ -31,9 +31,10 @@ ALLOWED_CALLERS: Mapping[str, frozenset[str]] = {
     "/batchgate.internal.v1.SchedulerService/SubmitBatch": frozenset({INGEST}),
     "/batchgate.internal.v1.SchedulerService/CancelBatch": frozenset({INGEST}),
     "/batchgate.internal.v1.SchedulerService/LeaseItems": frozenset({EXECUTOR}),
-    "/batchgate.internal.v1.SchedulerService/RenewLeases": frozenset({EXECUTOR}),
+    "/batchgate.internal.v1.SchedulerService/Heartbeat": frozenset({EXECUTOR}),
     "/batchgate.internal.v1.SchedulerService/ReleaseItems": frozenset({EXECUTOR}),
-    "/batchgate.internal.v1.SchedulerService/ListClosingBatches": frozenset({EXECUTOR}),
+    "/batchgate.internal.v1.SchedulerService/WatchClosingBatches": frozenset({EXECUTOR}),
+    "/batchgate.internal.v1.SchedulerService/GrantBudget": frozenset({EXECUTOR}),
     # results: recording outcomes, finalizing, spend for budgets
     "/batchgate.internal.v1.RecorderService/RecordResults": frozenset({EXECUTOR}),
     "/batchgate.internal.v1.RecorderService/FinalizeBatch": frozenset({SCHEDULER, RESULTS}),

@@ -70,13 +70,15 @@ class ProviderConfig:
     min_concurrency: int = 1
     """The adaptive limit's floor."""
     adaptive_concurrency: bool = True
-    """Halve the concurrency on a burst of 429s; grow it back by one per round of successes."""
+    """Find the provider's capacity from its 429s and stay just below it (else: always
+    `max_concurrency`)."""
     requests_per_minute: int = 0
-    """Budget per key for the whole deployment (each executor takes 1/`executors`); 0: none."""
+    """Budget per key for the whole deployment, however many executors share it; 0: none."""
     tokens_per_minute: int = 0
     """Token budget per key (prompt estimate + max tokens, corrected by usage); 0: none."""
     rate_limit_cooldown_s: float = 5.0
-    """A key answered 429 without `Retry-After` rests this long (with one, as long as it says)."""
+    """A key whose window the provider reports spent (`x-ratelimit-remaining-*: 0`) without a
+    reset time rests this long."""
     timeout_s: float | None = None
     """Per-request time limit; defaults to the global `request_timeout_s`."""
     anthropic_version: str = "2023-06-01"
@@ -196,12 +198,7 @@ class Settings:
         "Base URL clients use (printed by `up`). Empty: http://<host>:<port>.",
     )
     # --- processes started by `batchgate up` --------------------------------------------
-    executors: int = _setting(
-        1,
-        "BATCHGATE_EXECUTORS",
-        "Executor processes `batchgate up` starts. Providers' per-key rate budgets are split "
-        "evenly among this many executors: set it to the replica count when you run them yourself.",
-    )
+    executors: int = _setting(1, "BATCHGATE_EXECUTORS", "Executor processes `batchgate up` starts.")
     simulator_port: int = _setting(
         8099, "BATCHGATE_SIMULATOR_PORT", "Port of the built-in simulated upstream (`batchgate simulate`)."
     )
@@ -255,13 +252,17 @@ class Settings:
     )
     lease_max_items: int = _setting(200, "BATCHGATE_LEASE_MAX_ITEMS", "Most items handed out per lease call.")
     lease_ttl_s: float = _setting(
-        60.0,
+        5.0,
         "BATCHGATE_LEASE_TTL_S",
-        "Lease lifetime; executors renew at a third of it, expired leases re-run.",
+        "How long an executor's leases outlive its last heartbeat (it beats every fifth of this): "
+        "a dead executor's items run again this long after it died.",
     )
     lease_wait_ms: int = _setting(5000, "BATCHGATE_LEASE_WAIT_MS", "Longest long-poll of an idle executor.")
     result_flush_ms: int = _setting(
-        50, "BATCHGATE_RESULT_FLUSH_MS", "Executors send finished outcomes at least this often."
+        0,
+        "BATCHGATE_RESULT_FLUSH_MS",
+        "How long a finished outcome waits for others to share its RecordResults call; 0: it goes "
+        "as soon as the previous call is answered.",
     )
     result_batch_max: int = _setting(
         250, "BATCHGATE_RESULT_BATCH_MAX", "Most outcomes per RecordResults call."
@@ -273,7 +274,10 @@ class Settings:
         1.0, "BATCHGATE_MAINTENANCE_INTERVAL_S", "How often leases are rescued and cancel/expiry applied."
     )
     finalize_lease_s: float = _setting(
-        15.0, "BATCHGATE_FINALIZE_LEASE_S", "A finalize that stops renewing this long is taken over (crash)."
+        5.0,
+        "BATCHGATE_FINALIZE_LEASE_S",
+        "A finalize renews its claim every third of this; one that stops renewing this long (its "
+        "process died) is taken over.",
     )
     ingest_sweep_interval_s: float = _setting(
         60.0,
@@ -328,7 +332,8 @@ class Settings:
         "",
         "BATCHGATE_CRASH_AT",
         "Test hook: comma-separated crash points (services/common/faults.py) at which the "
-        "process exits abruptly. Never set in production.",
+        "process exits abruptly (`fail:<point>`: fails once there as a lost connection). Never set "
+        "in production.",
     )
     # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")

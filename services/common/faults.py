@@ -2,8 +2,9 @@
 
 `crash_point("results.finalize.before_publish")` ends the process on the spot (`os._exit`, no
 cleanup, like `kill -9`) when the setting `crash_at` (env `BATCHGATE_CRASH_AT`) names that
-point. Production leaves it empty: the check is one set lookup. Point names are
-`<service>.<step>`; grep for `crash_point(` to see them all.
+point; named `fail:<point>`, it instead raises `ConnectionResetError` there once, as a lost
+database connection would. Production leaves it empty: the check is one set lookup. Point
+names are `<service>.<step>`; grep for `crash_point(` to see them all.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import os
 log = logging.getLogger(__name__)
 
 CRASH_EXIT_CODE = 137
+FAIL_PREFIX = "fail:"
 _armed: frozenset[str] = frozenset()
+_failed: set[str] = set()
 
 
 def configure(crash_at: str) -> None:
@@ -30,3 +33,7 @@ def crash_point(name: str) -> None:
         log.critical("crash point %s reached: exiting abruptly", name)
         logging.shutdown()
         os._exit(CRASH_EXIT_CODE)
+    if FAIL_PREFIX + name in _armed and name not in _failed:
+        _failed.add(name)
+        log.critical("fault point %s reached: failing once as a lost connection", name)
+        raise ConnectionResetError(f"fault point {name}")

@@ -1,14 +1,22 @@
-"""How fast one executor may call one provider: per-key budgets, a key pool, and a
-concurrency limit that adapts to the upstream.
+"""When an executor's upstream calls may start, and in which order waiting calls go.
 
-- `TokenBucket`: a per-minute budget refilled continuously (requests or tokens). It starts
-  full, so a minute's budget may go at once, like the providers' own per-minute limits.
-- `KeyPool`: the provider's keys, taken round-robin; a key is skipped while it rests after a
-  429 (`cool_down`) or while its budgets cannot pay for the call. Callers queue in order
-  behind one lock, so waiting for budget costs one timer, not one per waiting item.
-- `AdaptiveConcurrency`: AIMD. A 429 halves the limit (once per burst: 429s that arrive
-  within one cool-off period count once); every success adds 1/limit, so the limit grows by
-  one per round of successes, back up to the configured maximum.
+- `Dispatcher`: every upstream call waits in one place for three things at once: a slot of the
+  executor (`executor_concurrency` calls in flight), a slot of its provider (the provider's
+  adaptive limit), and a key that may be used now. Waiting calls are served best rank first
+  (priority tier, then integer priority, then the order the executor leased them in, so the
+  scheduler's fairness within a priority carries through); a provider with no free slot or no
+  usable key does not hold up the calls of other providers. Nothing waits in a FIFO
+  elsewhere, so an expedited item leased behind hundreds of standard ones starts next.
+- `AdaptiveLimit`: how many calls one provider gets at once. It starts small and doubles every
+  round of successes until the provider first answers 429 (slow start), then remembers where
+  429s began: a 429 lowers the limit to just below the concurrency the refused call was sent
+  at (by 10% at least, by half at most), that level becomes the known-safe one, and the limit
+  stays there, probing one step higher only every few seconds (doubling the step while probes
+  pass). A provider that caps its concurrency is held at its capacity instead of being
+  overrun every second; one that limits its rate without saying so is backed off from.
+- `KeyPool`: the provider's keys in turn. A key is skipped while it rests (the provider said
+  its window is spent) or while it has no budget: budgeted keys spend allowance granted by the
+  scheduler (`Granter`), which holds each key's budget for the whole deployment.
 
 Time comes from an injectable monotonic clock so the arithmetic can be tested directly.
 """
@@ -16,140 +24,29 @@ Time comes from an injectable monotonic clock so the arithmetic can be tested di
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import hashlib
+import heapq
+import math
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 Clock = Callable[[], float]
+Rank = tuple[int, int, int]
+"""(−tier, −priority, lease order): smaller runs first."""
 
-DECREASE_COOLOFF_S = 1.0  # 429s closer together than this are one burst: one decrease
-
-
-class TokenBucket:
-    """`per_minute` units a minute, refilled continuously; at most a minute's worth banked."""
-
-    def __init__(self, per_minute: float, clock: Clock) -> None:
-        self.capacity = per_minute
-        self._rate = per_minute / 60.0
-        self._level = per_minute
-        self._clock = clock
-        self._at = clock()
-
-    def _refill(self) -> None:
-        now = self._clock()
-        self._level = min(self.capacity, self._level + (now - self._at) * self._rate)
-        self._at = now
-
-    def wait_s(self, amount: float) -> float:
-        """Seconds until `amount` (capped at the capacity) can be paid; 0 when it can now."""
-        self._refill()
-        missing = min(amount, self.capacity) - self._level
-        return max(missing / self._rate, 0.0)
-
-    def spend(self, amount: float) -> None:
-        """Pay `amount` (negative refunds); the level may go below zero (a debt)."""
-        self._refill()
-        self._level = min(self.capacity, self._level - amount)
+SLOW_START = 8  # an adaptive limit's first value (at most its maximum)
+BETA = 0.9  # a 429 lowers the limit to at most this share of it (and at least half of it)
+PROBE_INTERVAL_S = 2.0  # at the known-safe level, try one step higher this often (or 2 calls' time)
 
 
-@dataclass
-class Key:
-    """One API key of a provider, with its budgets and rest period."""
-
-    secret: str
-    requests: TokenBucket | None
-    tokens: TokenBucket | None
-    resting_until: float = 0.0
-
-    def wait_s(self, now: float, tokens: int) -> float:
-        waits = [self.resting_until - now]
-        if self.requests is not None:
-            waits.append(self.requests.wait_s(1))
-        if self.tokens is not None and tokens:
-            waits.append(self.tokens.wait_s(tokens))
-        return max(max(waits), 0.0)
-
-    def spend(self, tokens: int) -> None:
-        if self.requests is not None:
-            self.requests.spend(1)
-        if self.tokens is not None and tokens:
-            self.tokens.spend(tokens)
-
-    def correct(self, estimated: int, actual: int) -> None:
-        """Settle a call's token estimate against the usage the answer reported."""
-        if self.tokens is not None and actual:
-            self.tokens.spend(actual - estimated)
+def rank(tier: int, priority: int, order: int) -> Rank:
+    return (-tier, -priority, order)
 
 
-@dataclass
-class KeyPool:
-    """Round-robin over keys that are neither resting nor out of budget."""
-
-    keys: list[Key]
-    clock: Clock = time.monotonic
-    _next: int = 0
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    @classmethod
-    def build(
-        cls,
-        secrets: Sequence[str],
-        requests_per_minute: float,
-        tokens_per_minute: float,
-        clock: Clock = time.monotonic,
-    ) -> KeyPool:
-        """Budgets of 0 mean unlimited."""
-        keys = [
-            Key(
-                secret,
-                TokenBucket(requests_per_minute, clock) if requests_per_minute > 0 else None,
-                TokenBucket(tokens_per_minute, clock) if tokens_per_minute > 0 else None,
-            )
-            for secret in secrets or ("",)
-        ]
-        return cls(keys, clock)
-
-    @property
-    def unlimited(self) -> bool:
-        return all(k.requests is None and k.tokens is None for k in self.keys)
-
-    def try_take(self, tokens: int) -> Key | float:
-        """The next usable key (its budgets spent), or the seconds until one may be."""
-        now = self.clock()
-        shortest = float("inf")
-        count = len(self.keys)
-        for step in range(count):
-            index = (self._next + step) % count
-            key = self.keys[index]
-            wait = key.wait_s(now, tokens)
-            if wait <= 0:
-                key.spend(tokens)
-                self._next = (index + 1) % count
-                return key
-            shortest = min(shortest, wait)
-        return shortest
-
-    async def take(self, tokens: int) -> Key:
-        """Wait for a usable key; callers are served in arrival order."""
-        if not self._lock.locked():  # nobody waiting: no need to queue
-            found = self.try_take(tokens)
-            if isinstance(found, Key):
-                return found
-        async with self._lock:
-            while True:
-                found = self.try_take(tokens)
-                if isinstance(found, Key):
-                    return found
-                await asyncio.sleep(found)
-
-    def cool_down(self, key: Key, seconds: float) -> None:
-        key.resting_until = max(key.resting_until, self.clock() + seconds)
-
-
-class AdaptiveConcurrency:
-    """A semaphore whose size moves between `minimum` and `maximum` (AIMD on 429s)."""
+class AdaptiveLimit:
+    """The concurrency one provider gets, between `minimum` and `maximum`."""
 
     def __init__(
         self, maximum: int, minimum: int = 1, adaptive: bool = True, clock: Clock = time.monotonic
@@ -157,47 +54,280 @@ class AdaptiveConcurrency:
         self.maximum = maximum
         self.minimum = minimum
         self.adaptive = adaptive
-        self.limit = float(maximum)
+        self.limit = float(min(maximum, max(minimum, SLOW_START)) if adaptive else maximum)
+        self.safe: float | None = None
+        """The highest concurrency known to pass; None until the first 429."""
+        self._clock = clock
+        self._step = 1.0
+        self._probe_at = clock()
+        self._decreased_at = -math.inf
+        self._call_s = 0.0  # moving average of a call's duration
+
+    def room(self, in_flight: int) -> bool:
+        return in_flight < int(self.limit)
+
+    def succeeded(self, granted_at: float) -> None:
+        if not self.adaptive:
+            return
+        now = self._clock()
+        self._call_s += (now - granted_at - self._call_s) / 16
+        if self.limit >= self.maximum:
+            return
+        if self.safe is None:  # slow start: +1 a success doubles the limit every round
+            self.limit = min(float(self.maximum), self.limit + 1)
+        elif self.limit < self.safe:  # back up to the known-safe level within a round or two
+            self.limit = min(self.safe, self.limit + 1 / self.limit)
+        elif now - self._probe_at >= max(PROBE_INTERVAL_S, 2 * self._call_s):
+            self.safe = self.limit  # the last probe passed
+            self.limit = min(float(self.maximum), self.limit + self._step)
+            self._step *= 2
+            self._probe_at = now
+
+    def rate_limited(self, granted_at: float, concurrent: int) -> None:
+        """A 429 for a call granted at `granted_at` with `concurrent` calls in flight (its own
+        included). Calls sent before the last decrease say nothing about the new limit."""
+        if not self.adaptive or granted_at < self._decreased_at:
+            return
+        now = self._clock()
+        seen = float(max(self.minimum, concurrent - 1))  # the most that passed alongside it
+        lowered = max(self.limit / 2, min(seen, self.limit * BETA), float(self.minimum))
+        self.safe = min(self.limit, max(lowered, seen))
+        self.limit = lowered
+        self._decreased_at = now
+        self._probe_at = now
+        self._step = 1.0
+
+
+def key_id(provider: str, secret: str) -> str:
+    """Names a key to the scheduler (shared budgets) without revealing it."""
+    return hashlib.sha256(f"{provider}\0{secret}".encode()).hexdigest()[:32]
+
+
+@dataclass
+class Key:
+    """One API key of a provider: its rest, and the budget allowance it holds."""
+
+    secret: str
+    key_id: str
+    requests_per_minute: float = 0.0
+    tokens_per_minute: float = 0.0
+    requests: float = 0.0
+    """Granted requests not spent yet (budgeted keys)."""
+    tokens: float = 0.0
+    """Granted tokens not spent yet; negative after an answer used more than estimated."""
+    resting_until: float = 0.0
+    ask_after: float = 0.0
+    """The scheduler said no more budget before this."""
+    asking: bool = False
+    """A grant request is on its way."""
+
+    @property
+    def budgeted(self) -> bool:
+        return self.requests_per_minute > 0 or self.tokens_per_minute > 0
+
+    def needs(self, tokens: int) -> tuple[float, float]:
+        """(requests, tokens) of allowance missing for a call estimated at `tokens`."""
+        requests = max(1 - self.requests, 0.0) if self.requests_per_minute > 0 else 0.0
+        wanted = min(tokens, self.tokens_per_minute) if self.tokens_per_minute > 0 else 0
+        return requests, max(wanted - self.tokens, 0.0)
+
+    def spend(self, tokens: int) -> None:
+        if self.requests_per_minute > 0:
+            self.requests -= 1
+        if self.tokens_per_minute > 0:
+            self.tokens -= tokens
+
+    def refund(self, tokens: int) -> None:
+        """A call that was granted but never sent."""
+        if self.requests_per_minute > 0:
+            self.requests += 1
+        if self.tokens_per_minute > 0:
+            self.tokens += tokens
+
+    def correct(self, estimated: int, actual: int) -> None:
+        """Settle a call's token estimate against the usage its answer reported."""
+        if self.tokens_per_minute > 0 and actual:
+            self.tokens -= actual - estimated
+
+
+class Granter(Protocol):
+    def ask(self, key: Key, requests: float, tokens: float) -> None:
+        """Ask for at least this much allowance for `key`: set `key.asking` now, and when the
+        answer comes, add what was granted (or set `ask_after`), clear `asking`, and wake the
+        dispatcher."""
+        ...
+
+
+@dataclass
+class KeyPool:
+    """Round-robin over keys that are neither resting nor out of budget."""
+
+    keys: list[Key]
+    granter: Granter | None = None
+    clock: Clock = time.monotonic
+    _next: int = 0
+
+    @classmethod
+    def build(
+        cls,
+        provider: str,
+        secrets: Sequence[str],
+        requests_per_minute: float = 0.0,
+        tokens_per_minute: float = 0.0,
+        granter: Granter | None = None,
+        clock: Clock = time.monotonic,
+    ) -> KeyPool:
+        """Budgets are per key for the whole deployment; 0 means none."""
+        keys = [
+            Key(secret, key_id(provider, secret), requests_per_minute, tokens_per_minute)
+            for secret in secrets or ("",)
+        ]
+        if granter is None and any(k.budgeted for k in keys):
+            raise ValueError(f"provider {provider}: budgeted keys need a granter")
+        return cls(keys, granter, clock)
+
+    def try_take(self, tokens: int) -> Key | float:
+        """The next usable key (its allowance spent), or the seconds until one may be
+        (infinite while the only hope is a grant on its way, whose answer wakes the caller)."""
+        now = self.clock()
+        shortest = math.inf
+        count = len(self.keys)
+        for step in range(count):
+            index = (self._next + step) % count
+            key = self.keys[index]
+            if key.resting_until > now:
+                shortest = min(shortest, key.resting_until - now)
+                continue
+            requests, missing = key.needs(tokens) if key.budgeted else (0.0, 0.0)
+            if not requests and not missing:
+                key.spend(tokens)
+                self._next = (index + 1) % count
+                return key
+            if key.asking:
+                continue
+            if key.ask_after > now:
+                shortest = min(shortest, key.ask_after - now)
+                continue
+            assert self.granter is not None
+            self.granter.ask(key, requests, missing)
+        return shortest
+
+    def rest(self, key: Key, seconds: float) -> None:
+        key.resting_until = max(key.resting_until, self.clock() + seconds)
+
+
+@dataclass
+class Lane:
+    """One provider's calls: its adaptive limit, its keys, and the calls waiting for both."""
+
+    limit: AdaptiveLimit
+    keys: KeyPool
+    in_flight: int = 0
+    _waiting: list[_Waiter] = field(default_factory=list)
+
+    def _head(self) -> _Waiter | None:
+        while self._waiting and self._waiting[0].future.done():  # cancelled while waiting
+            heapq.heappop(self._waiting)
+        return self._waiting[0] if self._waiting else None
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for w in self._waiting if not w.future.done())
+
+
+@dataclass
+class Slot:
+    """A granted call: hand it back with `Dispatcher.release`."""
+
+    lane: Lane
+    key: Key
+    tokens: int
+    concurrent: int
+    """The provider's calls in flight when it was granted, this one included."""
+    granted_at: float
+
+
+@dataclass(order=True)
+class _Waiter:
+    rank: Rank
+    tokens: int = field(compare=False)
+    future: asyncio.Future[Slot] = field(compare=False)
+
+
+class Dispatcher:
+    def __init__(self, capacity: int, clock: Clock = time.monotonic) -> None:
+        self.capacity = capacity
         self.in_flight = 0
         self._clock = clock
-        self._last_decrease = -DECREASE_COOLOFF_S
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._lanes: list[Lane] = []
+        self._timer: asyncio.TimerHandle | None = None
 
-    def _free(self) -> bool:
-        return self.in_flight < int(self.limit)
+    def lane(self, limit: AdaptiveLimit, keys: KeyPool) -> Lane:
+        lane = Lane(limit, keys)
+        self._lanes.append(lane)
+        return lane
 
-    async def acquire(self) -> None:
-        if self._free() and not self._waiters:
-            self.in_flight += 1
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+    async def acquire(
+        self,
+        lane: Lane,
+        rank: Rank,
+        tokens: int,
+        waiting: Callable[[asyncio.Future[Slot]], None] | None = None,
+    ) -> Slot:
+        """Wait for a slot of the executor and of `lane`, and a key that can pay `tokens`.
+        `waiting` is handed the future waited on: cancelling it gives up the place in line."""
+        future: asyncio.Future[Slot] = asyncio.get_running_loop().create_future()
+        if waiting is not None:
+            waiting(future)
+        heapq.heappush(lane._waiting, _Waiter(rank, tokens, future))
+        self.dispatch()
         try:
-            await waiter
+            return await future
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._release_slot()  # granted just as we were cancelled: hand it on
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+            if future.done() and not future.cancelled():  # granted just as we were cancelled
+                slot = future.result()
+                slot.key.refund(slot.tokens)
+                self.release(slot, None)
             raise
 
-    def release(self, rate_limited: bool = False) -> None:
-        """Give the slot back, telling whether the call was answered 429."""
-        if self.adaptive:
-            if rate_limited:
-                now = self._clock()
-                if now - self._last_decrease >= DECREASE_COOLOFF_S:
-                    self.limit = max(float(self.minimum), self.limit / 2)
-                    self._last_decrease = now
-            elif self.limit < self.maximum:
-                self.limit = min(float(self.maximum), self.limit + 1 / self.limit)
-        self._release_slot()
-
-    def _release_slot(self) -> None:
+    def release(self, slot: Slot, rate_limited: bool | None) -> None:
+        """The call ended: answered 429 (`True`), succeeded (`False`), or neither (`None`:
+        another error, or never sent), which tells the provider's limit nothing."""
+        if rate_limited is True:
+            slot.lane.limit.rate_limited(slot.granted_at, slot.concurrent)
+        elif rate_limited is False:
+            slot.lane.limit.succeeded(slot.granted_at)
+        slot.lane.in_flight -= 1
         self.in_flight -= 1
-        while self._waiters and self._free():
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        """Grant slots best rank first while the executor has room; wake up again when a
+        key rests or a budget runs dry, at the earliest time one might be usable."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        soonest = math.inf
+        blocked: set[int] = set()
+        while self.in_flight < self.capacity:
+            best: tuple[Lane, _Waiter] | None = None
+            for number, lane in enumerate(self._lanes):
+                if number in blocked or not lane.limit.room(lane.in_flight):
+                    continue
+                head = lane._head()
+                if head is not None and (best is None or head.rank < best[1].rank):
+                    best = lane, head
+            if best is None:
+                break
+            lane, head = best
+            key = lane.keys.try_take(head.tokens)
+            if not isinstance(key, Key):
+                blocked.add(self._lanes.index(lane))
+                soonest = min(soonest, key)
+                continue
+            heapq.heappop(lane._waiting)
+            lane.in_flight += 1
+            self.in_flight += 1
+            head.future.set_result(Slot(lane, key, head.tokens, lane.in_flight, self._clock()))
+        if soonest < math.inf:
+            self._timer = asyncio.get_running_loop().call_later(soonest, self.dispatch)

@@ -101,7 +101,7 @@ class ExecutorMetrics:
         self._tokens[(provider, model, "input")] += usage.prompt_tokens
         self._tokens[(provider, model, "output")] += usage.completion_tokens
 
-    def watch_in_flight(self, count: Callable[[], int]) -> None:
+    def watch_held(self, count: Callable[[], int]) -> None:
         """Report the items this executor holds (leased and not yet acknowledged by results)."""
 
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
@@ -111,5 +111,7 @@ class ExecutorMetrics:
             "batchgate.executor.items",
             callbacks=[observe],
             unit="{item}",
-            description="Items an executor holds: running, or finished and not yet recorded.",
+            description=(
+                "Items an executor holds: waiting for a slot, running, or finished and not yet recorded."
+            ),
         )

@@ -6,12 +6,15 @@ item moves to the model's fallbacks in order. Other 4xx answers are final. A mod
 provider cannot express the request (see `UnsupportedRequest`) is skipped for the next one.
 The outcome says which model answered and how many upstream calls it took.
 
-Each call first takes a slot of the provider's adaptive concurrency limit, then a key from its
-pool (round-robin, skipping keys that rest after a 429 or are out of budget), and runs under
-the provider's time limit. A 429 rests the key for its `Retry-After` (or the provider's
-cool-down) and counts towards lowering the concurrency; with one key that is exactly honouring
-`Retry-After`, with several the retry moves on to a key that is not resting. Any other
-`Retry-After` (503, …) is the item's own wait before its retry.
+Each call waits in the executor's `Dispatcher` for a slot of the executor and of its provider
+and for a usable key, in priority order, and runs under the provider's time limit. A 429 is
+the item's own backoff (its `Retry-After`, else the retry policy's) and tells the provider's
+adaptive limit where the provider's capacity ends; only an answer saying the key's window is
+spent (`x-ratelimit-remaining-*: 0`) rests the whole key, until the window resets.
+
+The executor steers a running item through its `Control`: once the item's batch stops (cancel,
+expiry) it makes no further call; if it made none yet it raises `NotStarted` (hand it back),
+otherwise it ends with its last answer. The check runs right before each HTTP call starts.
 
 HTTP goes through one aiohttp session per provider (a keep-alive pool sized to its
 concurrency): aiohttp stays fast with hundreds of requests in flight, where httpx's own pool
@@ -21,7 +24,8 @@ and its aiohttp transport cost 2–3× more per request (`reference/http-client.
 from __future__ import annotations
 
 import asyncio
-import email.utils
+import contextlib
+import itertools
 import logging
 import random
 import time
@@ -38,8 +42,9 @@ from services.common import telemetry
 from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings
 from services.executor import spans
 from services.executor.anthropic import AnthropicMessages
-from services.executor.limits import AdaptiveConcurrency, KeyPool
+from services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
 from services.executor.metrics import ExecutorMetrics
+from services.executor.rate_signals import retry_after_s, spent_window_s
 from services.executor.upstream import (
     Adapter,
     OpenAICompatible,
@@ -67,12 +72,49 @@ class TransportFailure:
 Result = UpstreamAnswer | TransportFailure
 
 
+class NotStarted(Exception):
+    """The item's batch stopped before the item's first upstream call: hand it back."""
+
+
+class _Stopped(Exception):
+    """The item's batch stopped: no further call."""
+
+
+_orders = itertools.count()
+
+
+@dataclass
+class Control:
+    """How the executor steers one running item."""
+
+    order: int = field(default_factory=lambda: next(_orders))
+    """Its place among items of its priority (the order they were leased in)."""
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the item's batch starts no new call (cancel): the item ends before its next."""
+    started: bool = False
+    """Whether its first upstream call has been sent (until then it can be handed back)."""
+    _waiting: asyncio.Future[Slot] | None = None
+
+    def halt(self) -> None:
+        """No further call: a wait for a retry or for a slot ends now."""
+        self.stop.set()
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.cancel()
+
+    def waiting_on(self, future: asyncio.Future[Slot]) -> None:
+        self._waiting = future
+
+    async def pause(self, seconds: float) -> None:
+        """Wait before a retry, cut short by a stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
+
+
 @dataclass
 class _Provider:
     config: ProviderConfig
     adapter: Adapter
-    concurrency: AdaptiveConcurrency
-    keys: KeyPool
+    lane: Lane
     timeout_s: float
     session: aiohttp.ClientSession | None = field(default=None)
 
@@ -98,23 +140,18 @@ class _Call:
     item: scheduler_pb2.LeasedItem
     estimate: int
     """Tokens it may use, for the key's tokens/min budget (0: no budget)."""
+    rank: tuple[int, int, int]
+    control: Control
 
 
-def retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
+@dataclass(frozen=True)
+class _Answered:
+    """What one call came back with."""
+
+    result: Result
+    own_wait_s: float | None
+    """The item's wait before retrying, when the answer asks for one (`Retry-After`)."""
+    latency_ms: int
 
 
 def backoff_s(policy: RetryPolicy, retry: int, retry_after: float | None) -> float:
@@ -134,21 +171,27 @@ def _new_request_id() -> str:
 
 
 class ItemRunner:
-    def __init__(self, settings: Settings, metrics: ExecutorMetrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: ExecutorMetrics | None = None,
+        dispatcher: Dispatcher | None = None,
+        granter: Granter | None = None,
+    ) -> None:
+        """`granter` hands out the shared budgets of keys that have some (the scheduler's)."""
         self._settings = settings
         self._metrics = metrics or ExecutorMetrics()
+        self.dispatcher = dispatcher or Dispatcher(settings.executor_concurrency)
         self._providers: dict[str, _Provider] = {}
-        share = max(settings.executors, 1)  # budgets are per deployment; this executor's part
         for config in settings.providers:
+            limit = AdaptiveLimit(config.max_concurrency, config.min_concurrency, config.adaptive_concurrency)
+            keys = KeyPool.build(
+                config.name, config.api_keys, config.requests_per_minute, config.tokens_per_minute, granter
+            )
             self._providers[config.name] = _Provider(
                 config=config,
                 adapter=_adapter(config),
-                concurrency=AdaptiveConcurrency(
-                    config.max_concurrency, config.min_concurrency, config.adaptive_concurrency
-                ),
-                keys=KeyPool.build(
-                    config.api_keys, config.requests_per_minute / share, config.tokens_per_minute / share
-                ),
+                lane=self.dispatcher.lane(limit, keys),
                 timeout_s=config.timeout_s or settings.request_timeout_s,
             )
         self._chains: dict[str, list[ModelConfig]] = {}
@@ -180,27 +223,35 @@ class ItemRunner:
         except orjson.JSONDecodeError:
             return 0
 
-    async def run(self, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
-        """Run the item; a traced item's run is a span in its trace, and the outcome carries
-        that span's traceparent (results records under it)."""
+    async def run(
+        self, item: scheduler_pb2.LeasedItem, control: Control | None = None
+    ) -> recorder_pb2.Outcome:
+        """Run the item (raises `NotStarted` when its batch stopped before its first call); a
+        traced item's run is a span in its trace, and the outcome carries that span's
+        traceparent (results records under it). Items run (wait for slots) in priority order,
+        then in their `Control.order`."""
+        control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
-            return _logged(item, await self._run(item, None))
+            return _logged(item, await self._run(item, control, None))
         with telemetry.child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
-            outcome = await self._run(item, span)
+            outcome = await self._run(item, control, span)
             spans.end_run(span, outcome)
             outcome.traceparent = telemetry.traceparent_of(span)
             return _logged(item, outcome)
 
-    async def _run(self, item: scheduler_pb2.LeasedItem, span: trace.Span | None) -> recorder_pb2.Outcome:
+    async def _run(
+        self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
+    ) -> recorder_pb2.Outcome:
         chain = self._chain(item.model)
         if not chain:
             failure = TransportFailure("model_not_found", f"The model {item.model!r} is not configured.")
             return _failure(item, failure, "", "", 0)
         policy = self._settings.retry
         estimate = self._estimate(item, chain)
+        item_rank = rank(item.priority_tier, item.priority, control.order)
         calls = 0
         last: tuple[Result, ModelConfig] | None = None
         for model in chain:
@@ -213,15 +264,21 @@ class ItemRunner:
                 if last is None:  # an upstream's own answer says more than "cannot express it"
                     last = unsupported_answer(exc, _new_request_id()), model
                 continue
-            call = _Call(provider, model, request, item, estimate)
+            call = _Call(provider, model, request, item, estimate, item_rank, control)
             for retry in range(policy.max_attempts):
+                try:
+                    if span is None:
+                        answered = await self._call(call)
+                    else:
+                        answered = await self._traced_call(call, retry, calls + 1)
+                except _Stopped:
+                    return _stopped(item, last, calls)
                 calls += 1
-                if span is None:
-                    result, retry_after, latency_ms = await self._call(call)
-                else:
-                    result, retry_after, latency_ms = await self._traced_call(call, retry, calls)
+                result = answered.result
                 if isinstance(result, UpstreamAnswer) and 200 <= result.status_code < 300:
-                    outcome = _success(item, result, model.name, provider.config.name, calls, latency_ms)
+                    outcome = _success(
+                        item, result, model.name, provider.config.name, calls, answered.latency_ms
+                    )
                     self._metrics.tokens(model.name, provider.config.name, outcome.usage)
                     return outcome
                 last = result, model
@@ -230,32 +287,55 @@ class ItemRunner:
                 if retry + 1 < policy.max_attempts:
                     reason = result.code if isinstance(result, TransportFailure) else str(result.status_code)
                     self._metrics.retry(model.name, provider.config.name, reason)
-                    own_wait = None if _status(result) == 429 else retry_after  # 429: the key rests
-                    await asyncio.sleep(min(backoff_s(policy, retry, own_wait), provider.timeout_s))
+                    wait = backoff_s(policy, retry, answered.own_wait_s)
+                    await control.pause(min(wait, provider.timeout_s))
         assert last is not None
         result, model = last
         return _failure(item, result, model.name, model.provider, calls)
 
-    async def _traced_call(self, call: _Call, retry: int, number: int) -> tuple[Result, float | None, int]:
-        """`_call` as an attempt span of the item's trace."""
+    async def _traced_call(self, call: _Call, retry: int, number: int) -> _Answered:
+        """`_call` as an attempt span of the item's trace (made once the call may start)."""
+        slot = await self._slot(call)
         record_content = self._settings.trace_record_content
         with spans.attempt(
             call.item, call.model, call.provider.config, call.request, retry, number, record_content
         ) as span:
-            result, retry_after, latency_ms = await self._call(call, traced=True)
-            if isinstance(result, UpstreamAnswer):
-                spans.end_attempt(span, result, None, record_content)
+            answered = await self._send(call, slot, traced=True)
+            if isinstance(answered.result, UpstreamAnswer):
+                spans.end_attempt(span, answered.result, None, record_content)
             else:
-                spans.end_attempt(span, None, result.code, record_content)
-            return result, retry_after, latency_ms
+                spans.end_attempt(span, None, answered.result.code, record_content)
+            return answered
 
-    async def _call(self, call: _Call, traced: bool = False) -> tuple[Result, float | None, int]:
-        """One upstream call: (what came back, its Retry-After, latency in ms)."""
-        provider, request = call.provider, call.request
-        await provider.concurrency.acquire()
-        rate_limited = False
+    async def _call(self, call: _Call) -> _Answered:
+        return await self._send(call, await self._slot(call))
+
+    async def _slot(self, call: _Call) -> Slot:
+        """Wait for the call's turn; the last check that its batch still runs comes right
+        after (no await between it and the request going out)."""
+        if call.control.stop.is_set():
+            raise _Stopped
         try:
-            key = await provider.keys.take(call.estimate)
+            slot = await self.dispatcher.acquire(
+                call.provider.lane, call.rank, call.estimate, call.control.waiting_on
+            )
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if call.control.stop.is_set() and task is not None and not task.cancelling():
+                raise _Stopped from None  # halted while waiting, not cancelled itself
+            raise
+        if call.control.stop.is_set():
+            slot.key.refund(call.estimate)
+            self.dispatcher.release(slot, None)
+            raise _Stopped
+        call.control.started = True
+        return slot
+
+    async def _send(self, call: _Call, slot: Slot, traced: bool = False) -> _Answered:
+        """One upstream call on a granted slot, which it hands back."""
+        provider, request, key = call.provider, call.request, slot.key
+        rate_limited: bool | None = None
+        try:
             headers = {**request.headers, **provider.adapter.auth(key.secret)}
             started = time.monotonic()
             if traced:
@@ -272,22 +352,27 @@ class ItemRunner:
             latency_ms = _ms_since(started)
             if isinstance(answered, TransportFailure):
                 self._observe(call, time.monotonic() - started, 0, answered.code)
-                return answered, None, latency_ms
+                return _Answered(answered, None, latency_ms)
             status, response_headers, raw = answered
             self._observe(call, time.monotonic() - started, status, None)
             request_id = provider.adapter.request_id(response_headers) or _new_request_id()
             answer = provider.adapter.answer(call.item.endpoint, status, raw, request_id)
-            retry_after = retry_after_s(response_headers)
-            if status == 429:
+            own_wait = retry_after_s(response_headers)
+            spent = spent_window_s(response_headers, provider.config.rate_limit_cooldown_s)
+            if spent is not None:  # the key's window is spent: it rests, a retry waits for it
+                provider.lane.keys.rest(key, spent)
+                if status == 429:
+                    own_wait = 0.0
+            elif status == 429:  # over the provider's capacity: the limit learns where it is
                 rate_limited = True
-                rest = retry_after if retry_after is not None else provider.config.rate_limit_cooldown_s
-                provider.keys.cool_down(key, rest)
-            elif call.estimate and 200 <= answer.status_code < 300:
-                usage = usage_of(answer.parsed)
-                key.correct(call.estimate, usage.prompt_tokens + usage.completion_tokens)
-            return answer, retry_after, latency_ms
+            if 200 <= answer.status_code < 300:
+                rate_limited = False
+                if call.estimate:
+                    usage = usage_of(answer.parsed)
+                    key.correct(call.estimate, usage.prompt_tokens + usage.completion_tokens)
+            return _Answered(answer, own_wait, latency_ms)
         finally:
-            provider.concurrency.release(rate_limited)
+            self.dispatcher.release(slot, rate_limited)
 
     async def _post(
         self, provider: _Provider, request: UpstreamRequest, headers: dict[str, str]
@@ -332,8 +417,14 @@ def _logged(item: scheduler_pb2.LeasedItem, outcome: recorder_pb2.Outcome) -> re
     return outcome
 
 
-def _status(result: Result) -> int:
-    return result.status_code if isinstance(result, UpstreamAnswer) else 0
+def _stopped(
+    item: scheduler_pb2.LeasedItem, last: tuple[Result, ModelConfig] | None, calls: int
+) -> recorder_pb2.Outcome:
+    """The outcome of an item whose batch stopped: its last answer, if it made any call."""
+    if not calls or last is None:
+        raise NotStarted
+    result, model = last
+    return _failure(item, result, model.name, model.provider, calls)
 
 
 def _ms_since(started: float) -> int:

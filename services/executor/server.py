@@ -8,24 +8,27 @@ from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_
 from services.common import rpc_client, telemetry
 from services.common.config import Settings
 from services.common.grpc_server import ServiceHost
+from services.executor.budget import BudgetClient
+from services.executor.limits import Dispatcher
 from services.executor.metrics import ExecutorMetrics
 from services.executor.runner import ItemRunner
 from services.executor.servicer import ExecutorServicer
-from services.executor.worker import Executor
+from services.executor.worker import Executor, new_executor_id
 
 
 def build(settings: Settings, port: int | None = None) -> ServiceHost:
     scheduler_channel = rpc_client.channel(settings, "scheduler", caller="executor")
     results_channel = rpc_client.channel(settings, "results", caller="executor")
     metrics = ExecutorMetrics(telemetry.meter("executor"))
-    runner = ItemRunner(settings, metrics)
+    scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
+    executor_id = new_executor_id()
+    dispatcher = Dispatcher(settings.executor_concurrency)
+    budgets = BudgetClient(scheduler, executor_id, dispatcher.dispatch)
+    runner = ItemRunner(settings, metrics, dispatcher, budgets)
     executor = Executor(
-        settings,
-        scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel),
-        recorder_pb2_grpc.RecorderServiceStub(results_channel),
-        runner,
+        settings, scheduler, recorder_pb2_grpc.RecorderServiceStub(results_channel), runner, executor_id
     )
-    metrics.watch_in_flight(lambda: executor.in_flight)
+    metrics.watch_held(lambda: executor.held)
 
     def register(server: grpc.aio.Server) -> list[str]:
         executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(executor), server)

@@ -1,26 +1,38 @@
-"""The executor's loop: lease items, run them concurrently, report outcomes in groups.
+"""The executor's loop: lease items, run them in priority order, report outcomes as they finish.
 
-- Leasing long-polls the scheduler ahead of need: up to `OUTSTANDING_FACTOR` times the
-  concurrency are held (waiting to start, running, or awaiting results' acknowledgement), so
-  a finished call is followed at once by the next instead of by a lease round trip. At most
-  `executor_concurrency` run against their upstreams at a time; recording latency does not
-  eat into that concurrency, and the cap on held items bounds memory when results is slow.
-- Held items that have not started are dropped (handed back, so the scheduler closes them)
-  when their batch stops running new items (cancel, expiry): a watcher asks the scheduler
-  every `CLOSING_CHECK_S` while such items are held, so prefetching does not run items that a
-  cancel meant to stop.
-- Every held item keeps its lease until results has acknowledged its outcome: leases are
-  renewed (every third of the lease time the scheduler announces) for as long as the item is
-  ours, however long results is unreachable, so an outcome is never dropped while its lease
-  holds, and is delivered once results answers again.
-- Outcomes are sent in groups (at most `result_batch_max`, at least every `result_flush_ms`);
-  a failed send is retried, and a repeat is harmless (results deduplicates by fencing token).
-- A lease reported lost (it lapsed and someone else took the item, or the batch ended) cancels
-  the local run and drops its outcome.
-- A scheduler or results that is down or restarting is retried with a short, capped backoff
-  (a failed renewal is retried at once, not a third of a lease later); nothing here exits.
-- On shutdown, leasing stops, running items get a grace period, finished outcomes are sent
-  (retried within the grace period), the rest are handed back.
+- **Session.** Every lease belongs to this process's session at the scheduler (`executor_id`,
+  new for every process), kept alive by a heartbeat every `lease_ttl_s / BEATS_PER_TTL` while
+  anything is held, however many items: a `kill -9` costs its items one lease time, not more.
+  When a heartbeat or a lease call hears that the session ended (this process was cut off
+  for longer than a lease time, and its items were queued again), the unfinished items of
+  that session are dropped (and handed back, in case any was leased again to it) and the
+  executor carries on under a new session id.
+- **Leasing ahead.** The scheduler is long-polled ahead of need: up to `OUTSTANDING_FACTOR` times
+  the concurrency are held (waiting for a slot, running, or awaiting results' acknowledgement),
+  so a finished call is followed at once by the next. Held items that wait are ordered by
+  priority in the runner's dispatcher, not by arrival, and every lease call names the lowest
+  priority waiting here (`outrank`): work that outranks it is leased beyond the free room, all
+  of a batch's at once (up to the lease size), and as many of the lowest waiting items are
+  handed back. An expedited batch created behind a standard backlog is leased as soon as one
+  item finishes and starts at the next free slot, every item of it before more standard work.
+- **No lease is lost to a lost answer.** Each lease call has an id; one that got no answer
+  (an error, a timeout, a scheduler that died after leasing) is repeated with the same id and
+  gets what it leased first, so nothing sits leased to a live session that never heard of it.
+- **Stops.** The scheduler streams batches as they stop running new items (cancel, expiry);
+  held items of such a batch that have not made their first call are handed back at once, and
+  started ones make no further call (cancel: they end with their last answer) or are dropped
+  (expiry: their results are refused anyway). Heartbeats name the held batches, so a stop the
+  stream missed (a reconnect) is caught within a beat. The runner checks again right before
+  each HTTP call, so none starts once the stop has arrived.
+- **Outcomes go as they finish.** A group is sent as soon as the previous one is acknowledged
+  (at most `result_batch_max`, after waiting `result_flush_ms` for company), so outcomes wait
+  for results about one round trip and a `kill -9` repeats little beyond what was running
+  upstream. A failed send is retried; a repeat is harmless (results deduplicates by fencing
+  token). A held item keeps its lease until results has acknowledged its outcome.
+- A scheduler or results that is down or restarting is retried with a short, capped backoff;
+  nothing here exits.
+- On shutdown, leasing stops, unstarted items are handed back, running items get a grace
+  period, finished outcomes are sent (retried within the grace period), the rest handed back.
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ from batchgate.internal.v1 import (
     scheduler_pb2_grpc,
 )
 from services.common.config import Settings
-from services.executor.runner import ItemRunner
+from services.executor.runner import Control, ItemRunner, NotStarted
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +62,35 @@ RPC_RETRY_S = 0.25
 RPC_RETRY_MAX_S = 2.0
 SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
 FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
-CLOSING_CHECK_S = 0.2  # how often held-but-unstarted items' batches are checked for cancel/expiry
+BEATS_PER_TTL = 5  # heartbeats per lease time: four may fail before the session lapses
 OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
+STOP_MEMORY_S = 600.0  # a stopped batch is remembered this long (for leases that raced its stop)
 
 Key = tuple[str, int]
 
 
+def new_executor_id() -> str:
+    return f"executor-{uuid.uuid4().hex[:12]}"
+
+
+def _new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
 @dataclass
-class _Slot:
+class _Held:
     ref: items_pb2.ItemRef
+    session: str
+    """The session that leased it."""
+    priority: tuple[int, int]
+    """(tier, integer priority) of its batch."""
+    control: Control = field(default_factory=Control)
     task: asyncio.Task[None] | None = None
-    started: bool = False
-    """Whether it has taken an upstream slot (before that it can be dropped without a trace)."""
+
+    @property
+    def waiting(self) -> bool:
+        """Held, not started, not finished: it can be handed back without a trace."""
+        return not self.control.started and self.task is not None and not self.task.done()
 
 
 @dataclass
@@ -100,21 +129,22 @@ class Executor:
     scheduler: scheduler_pb2_grpc.SchedulerServiceStub
     recorder: recorder_pb2_grpc.RecorderServiceStub
     runner: ItemRunner
-    executor_id: str = field(default_factory=lambda: f"executor-{uuid.uuid4().hex[:12]}")
+    executor_id: str = field(default_factory=new_executor_id)
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        self._slots: dict[Key, _Slot] = {}  # every held item: waiting, running or awaiting acknowledgement
-        self._running = 0
-        self._upstream_slots = asyncio.Semaphore(self.settings.executor_concurrency)
+        self._held: dict[Key, _Held] = {}  # every held item: waiting, running or awaiting acknowledgement
+        self._stopped: dict[str, tuple[bool, float]] = {}  # batch → (hard, when we heard)
         self._outbox: list[recorder_pb2.Outcome] = []
         self._outbox_ready = asyncio.Event()
         self._flushing = asyncio.Lock()
         self._slot_freed = asyncio.Event()
+        self._beat_now = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._stopped = asyncio.Event()
+        self._stopped_running = asyncio.Event()
         self._lease_ttl_s = self.settings.lease_ttl_s  # until the scheduler says otherwise
         self._flush_retry = _Retry("RecordResults")
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def capacity(self) -> int:
@@ -122,22 +152,22 @@ class Executor:
 
     @property
     def in_flight(self) -> int:
-        """Items running against their upstream now."""
-        return self._running
+        """Upstream calls in flight now."""
+        return self.runner.dispatcher.in_flight
 
     @property
     def held(self) -> int:
         """Items leased and not yet acknowledged by results (running ones included)."""
-        return len(self._slots)
+        return len(self._held)
 
     def _free_slots(self) -> int:
-        return OUTSTANDING_FACTOR * self.capacity - len(self._slots)
+        return OUTSTANDING_FACTOR * self.capacity - len(self._held)
 
     async def run(self) -> None:
         helpers = [
             asyncio.create_task(self._flush_loop(), name="flush"),
-            asyncio.create_task(self._renew_loop(), name="renew"),
-            asyncio.create_task(self._closing_loop(), name="closing"),
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._watch_loop(), name="watch-stops"),
         ]
         try:
             await self._lease_loop()
@@ -146,66 +176,113 @@ class Executor:
             for task in helpers:
                 task.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)
-            self._stopped.set()
+            self._stopped_running.set()
 
     async def shutdown(self) -> None:
         """Stop leasing, let running items finish (or hand them back), report what finished."""
         self._stopping.set()
-        await self._stopped.wait()
+        await self._stopped_running.wait()
+
+    # --- leasing -----------------------------------------------------------------------------
 
     async def _lease_loop(self) -> None:
         retry = _Retry("LeaseItems")
+        request_id, unanswered = _new_request_id(), False
         while not self._stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._slot_freed.clear()
                 await _wait_any(self._slot_freed, self._stopping)
                 continue
+            session = self.executor_id
+            request = scheduler_pb2.LeaseItemsRequest(
+                executor_id=session,
+                max_items=min(free, self.settings.lease_max_items),
+                wait_ms=self.settings.lease_wait_ms,
+                request_id=request_id,
+                retry=unanswered,
+            )
+            if (lowest := self._lowest_waiting()) is not None:
+                request.outrank.tier, request.outrank.priority = lowest
             call = asyncio.ensure_future(
-                self.scheduler.LeaseItems(
-                    scheduler_pb2.LeaseItemsRequest(
-                        executor_id=self.executor_id,
-                        max_items=min(free, self.settings.lease_max_items),
-                        wait_ms=self.settings.lease_wait_ms,
-                    ),
-                    timeout=self.settings.lease_wait_ms / 1000 + 30,
-                )
+                self.scheduler.LeaseItems(request, timeout=self.settings.lease_wait_ms / 1000 + 30)
             )
             stopping = asyncio.ensure_future(self._stopping.wait())
             await asyncio.wait([call, stopping], return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
-            if not call.done():  # shutting down mid-poll; anything it leased lapses and re-runs
+            if not call.done():  # shutting down mid-poll; anything it leased goes with the session
                 call.cancel()
                 break
             try:
                 answer = call.result()
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                    self._session_lost(session)
+                    request_id, unanswered = _new_request_id(), False
+                    continue
+                unanswered = True  # it may have leased: ask again under the same id
                 await _sleep_unless(self._stopping, retry.failed(exc))
                 continue
             retry.succeeded()
+            request_id, unanswered = _new_request_id(), False
             if answer.lease_ttl_ms:
                 self._lease_ttl_s = answer.lease_ttl_ms / 1000
-            for item in answer.items:
-                slot = _Slot(ref=item.ref)
-                self._slots[(item.ref.batch_id, item.ref.index)] = slot
-                slot.task = asyncio.create_task(self._run_item(item, slot))
+            self._take(answer.items, session)
+            self._shed_surplus()
 
-    async def _run_item(self, item: scheduler_pb2.LeasedItem, slot: _Slot) -> None:
-        async with self._upstream_slots:
-            slot.started = True
-            self._running += 1
-            try:
-                outcome = await self._outcome(item)
-            finally:
-                self._running -= 1
-        self._outbox.append(outcome)
-        if len(self._outbox) >= self.settings.result_batch_max:
-            self._outbox_ready.set()
+    def _lowest_waiting(self) -> tuple[int, int] | None:
+        """The lowest priority among held items waiting to start."""
+        return min((h.priority for h in self._held.values() if h.waiting), default=None)
 
-    async def _outcome(self, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+    def _shed_surplus(self) -> None:
+        """Outranking work came in beyond what the executor holds at most: hand back as many
+        of the lowest waiting items (the latest leased first)."""
+        surplus = len(self._held) - OUTSTANDING_FACTOR * self.capacity
+        if surplus <= 0:
+            return
+        waiting = sorted(
+            (h for h in self._held.values() if h.waiting), key=lambda h: (h.priority, -h.control.order)
+        )[:surplus]
+        for held in waiting:
+            held.task.cancel()  # type: ignore[union-attr]
+            self._forget(held)
+        if waiting:
+            self._hand_back([h.ref for h in waiting])
+
+    def _take(self, items: list[scheduler_pb2.LeasedItem], session: str) -> None:
+        """Start the leased items, except those of a batch that stopped meanwhile (a lease that
+        raced a cancel): handed back, or dropped when the batch's leases were closed. Items of
+        a session that ended meanwhile were taken back with it."""
+        if session != self.executor_id:
+            self._hand_back([item.ref for item in items])
+            return
+        refused: list[items_pb2.ItemRef] = []
+        for item in items:
+            stop = self._stopped.get(item.ref.batch_id)
+            if stop is not None:
+                if not stop[0]:
+                    refused.append(item.ref)
+                continue
+            held = _Held(ref=item.ref, session=session, priority=(item.priority_tier, item.priority))
+            self._held[(item.ref.batch_id, item.ref.index)] = held
+            held.task = asyncio.create_task(self._run_item(item, held))
+        if refused:
+            self._hand_back(refused)
+
+    async def _run_item(self, item: scheduler_pb2.LeasedItem, held: _Held) -> None:
         try:
-            return await self.runner.run(item)
-        except asyncio.CancelledError:
+            outcome = await self._outcome(item, held.control)
+        except NotStarted:  # its batch stopped before the first call
+            self._forget(held)
+            self._hand_back([held.ref])
+            return
+        self._outbox.append(outcome)
+        self._outbox_ready.set()
+
+    async def _outcome(self, item: scheduler_pb2.LeasedItem, control: Control) -> recorder_pb2.Outcome:
+        try:
+            return await self.runner.run(item, control)
+        except (asyncio.CancelledError, NotStarted):
             raise
         except Exception as exc:  # a bug in an adapter must not lose the item: record it failed
             log.exception(
@@ -226,15 +303,131 @@ class Executor:
                 model=item.model,
             )
 
-    async def _flush_loop(self) -> None:
-        """One group per round: a full group at once, otherwise what gathered in a flush
-        interval (outcomes that finish while a group is being sent wait for the next round,
-        rather than going out as a group of one or two)."""
+    def _forget(self, held: _Held) -> None:
+        key = (held.ref.batch_id, held.ref.index)
+        if self._held.get(key) is held:
+            del self._held[key]
+            self._slot_freed.set()
+
+    def _hand_back(self, refs: list[items_pb2.ItemRef]) -> None:
+        """Give unstarted items back to the scheduler (which closes them if their batch stopped);
+        an unreleased lease is rescued with the session anyway."""
+
+        async def release() -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.scheduler.ReleaseItems(
+                    scheduler_pb2.ReleaseItemsRequest(executor_id=self.executor_id, items=refs), timeout=5
+                )
+
+        task = asyncio.create_task(release())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- stops and the session ---------------------------------------------------------------
+
+    def _stop_batch(self, batch_id: str, hard: bool) -> None:
+        """The batch starts no new item: unstarted items go back, started ones make no further
+        call (`hard`: they are dropped, their leases are closed)."""
+        now = time.monotonic()
+        previous = self._stopped.get(batch_id)
+        self._stopped[batch_id] = (hard or (previous is not None and previous[0]), now)
+        if len(self._stopped) > 1000:
+            self._stopped = {b: s for b, s in self._stopped.items() if now - s[1] < STOP_MEMORY_S}
+        unstarted: list[_Held] = []
+        for held in [h for (b, _i), h in self._held.items() if b == batch_id]:
+            if held.task is None or held.task.done():
+                continue  # its outcome is on its way to results, which decides
+            if hard or held.waiting:
+                held.task.cancel()
+                self._forget(held)
+                if hard:
+                    self.stats.lost += 1
+                else:
+                    unstarted.append(held)
+            else:
+                held.control.halt()
+        if unstarted:
+            log.info("batch %s stopped: handing back %d unstarted items", batch_id, len(unstarted))
+            self._hand_back([h.ref for h in unstarted])
+
+    def _session_lost(self, session: str) -> None:
+        """`session` ended and its leases were taken back: drop its unfinished items (their
+        outcomes would be refused, or kept only if nobody ran them meanwhile) and go on under a
+        new session. Finished outcomes are still sent: results decides."""
+        if session != self.executor_id:
+            return  # heard already
+        self.executor_id = new_executor_id()
+        unfinished = [
+            h
+            for h in self._held.values()
+            if h.session == session and h.task is not None and not h.task.done()
+        ]
+        log.warning(
+            "session %s ended (cut off from the scheduler for longer than a lease time): dropping "
+            "%d unfinished items, going on as %s",
+            session,
+            len(unfinished),
+            self.executor_id,
+        )
+        for held in unfinished:
+            held.task.cancel()  # type: ignore[union-attr]
+            self._forget(held)
+        self.stats.lost += len(unfinished)
+
+    async def _heartbeat_loop(self) -> None:
+        retry = _Retry("Heartbeat")
+        wait = self._lease_ttl_s / BEATS_PER_TTL
         while True:
-            if len(self._outbox) < self.settings.result_batch_max:
-                await _sleep_unless(self._outbox_ready, self.settings.result_flush_ms / 1000)
-            self._outbox_ready.clear()
-            if self._outbox and not await self._send_group():
+            await _sleep_unless(self._beat_now, wait)
+            self._beat_now.clear()
+            wait = self._lease_ttl_s / BEATS_PER_TTL
+            if not any(h.session == self.executor_id for h in self._held.values()):
+                continue  # nothing leased under this session (it may not even exist yet)
+            batch_ids = sorted({batch_id for batch_id, _index in self._held})
+            session = self.executor_id
+            try:
+                answer = await self.scheduler.Heartbeat(
+                    scheduler_pb2.HeartbeatRequest(executor_id=session, batch_ids=batch_ids),
+                    timeout=self._lease_ttl_s / 2,
+                )
+            except grpc.aio.AioRpcError as exc:
+                wait = min(retry.failed(exc), wait)  # the session runs out: try again soon
+                continue
+            retry.succeeded()
+            if not answer.alive:
+                self._session_lost(session)
+            for closing in answer.closing:
+                self._stop_batch(closing.batch_id, closing.hard)
+
+    async def _watch_loop(self) -> None:
+        retry = _Retry("WatchClosingBatches")
+        while True:
+            try:
+                stream = self.scheduler.WatchClosingBatches(
+                    scheduler_pb2.WatchClosingBatchesRequest(executor_id=self.executor_id)
+                )
+                async for message in stream:
+                    if message.HasField("closing"):
+                        self._stop_batch(message.closing.batch_id, message.closing.hard)
+                    else:  # watching: a beat catches up on stops missed while disconnected
+                        retry.succeeded()
+                        self._beat_now.set()
+                await asyncio.sleep(RPC_RETRY_S)  # the scheduler ended the stream: watch again
+            except grpc.aio.AioRpcError as exc:
+                await asyncio.sleep(retry.failed(exc))
+
+    # --- outcomes ----------------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        """Send a group as soon as there is one and the previous one was acknowledged; outcomes
+        finishing during a send go out together next."""
+        while True:
+            if not self._outbox:
+                self._outbox_ready.clear()
+                await self._outbox_ready.wait()
+            if self.settings.result_flush_ms and len(self._outbox) < self.settings.result_batch_max:
+                await asyncio.sleep(self.settings.result_flush_ms / 1000)
+            if not await self._send_group():
                 await asyncio.sleep(self._flush_retry.wait_s)
 
     async def flush(self) -> bool:
@@ -266,82 +459,21 @@ class Executor:
             self.stats.finished += answer.accepted + answer.duplicates
             self.stats.refused += len(answer.refused)
             for outcome in group:
-                key = (outcome.ref.batch_id, outcome.ref.index)
-                slot = self._slots.get(key)
-                if slot is not None and slot.ref.attempt == outcome.ref.attempt:
-                    del self._slots[key]
-            self._slot_freed.set()
+                held = self._held.get((outcome.ref.batch_id, outcome.ref.index))
+                if held is not None and held.ref.attempt == outcome.ref.attempt:
+                    self._forget(held)
             return True
 
-    async def _renew_loop(self) -> None:
-        retry = _Retry("RenewLeases")
-        wait = self._lease_ttl_s / 3
-        while True:
-            await asyncio.sleep(wait)
-            interval = self._lease_ttl_s / 3
-            wait = interval
-            refs = [slot.ref for slot in self._slots.values()]
-            if not refs:
-                continue
-            try:
-                answer = await self.scheduler.RenewLeases(
-                    scheduler_pb2.RenewLeasesRequest(executor_id=self.executor_id, items=refs),
-                    timeout=interval,
-                )
-            except grpc.aio.AioRpcError as exc:
-                wait = retry.failed(exc)  # the leases run out: try again soon, not in a third
-                continue
-            retry.succeeded()
-            for ref in answer.lost:
-                self._abandon((ref.batch_id, ref.index), ref.attempt)
-
-    async def _closing_loop(self) -> None:
-        while True:
-            await asyncio.sleep(CLOSING_CHECK_S)
-            waiting = [s for s in self._slots.values() if not s.started]
-            if not waiting:
-                continue
-            try:
-                answer = await self.scheduler.ListClosingBatches(
-                    scheduler_pb2.ListClosingBatchesRequest(batch_ids={s.ref.batch_id for s in waiting}),
-                    timeout=5,
-                )
-            except grpc.aio.AioRpcError:
-                continue  # the next round asks again; meanwhile leases and renewals go on
-            closing = set(answer.batch_ids)
-            dropped = [s for s in waiting if s.ref.batch_id in closing and not s.started]
-            if dropped:
-                await self._hand_back(dropped)
-
-    async def _hand_back(self, slots: list[_Slot]) -> None:
-        """Give unstarted items back to the scheduler (which closes them if their batch stopped)."""
-        for slot in slots:
-            if slot.task is not None:
-                slot.task.cancel()
-            self._slots.pop((slot.ref.batch_id, slot.ref.index), None)
-        self._slot_freed.set()
-        log.info("handing back %d unstarted items of stopped batches", len(slots))
-        with contextlib.suppress(grpc.aio.AioRpcError):  # unreleased leases lapse and are rescued
-            await self.scheduler.ReleaseItems(
-                scheduler_pb2.ReleaseItemsRequest(executor_id=self.executor_id, items=[s.ref for s in slots]),
-                timeout=5,
-            )
-
-    def _abandon(self, key: Key, attempt: int) -> None:
-        slot = self._slots.get(key)
-        if slot is None or slot.ref.attempt != attempt:
-            return
-        del self._slots[key]
-        self.stats.lost += 1
-        log.warning("dropping %s/%d (attempt %d): its lease is lost", key[0], key[1], attempt)
-        if slot.task is not None and not slot.task.done():
-            slot.task.cancel()
-        self._outbox = [o for o in self._outbox if (o.ref.batch_id, o.ref.index) != key]
-        self._slot_freed.set()
+    # --- shutdown ----------------------------------------------------------------------------
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + SHUTDOWN_GRACE_S + RPC_RETRY_MAX_S
-        running = [s.task for s in self._slots.values() if s.task is not None and not s.task.done()]
+        unstarted = [h for h in self._held.values() if h.waiting]
+        for held in unstarted:
+            if held.task is not None:
+                held.task.cancel()
+            self._forget(held)
+        running = [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
         if running:
             log.info("waiting up to %.0fs for %d running items", SHUTDOWN_GRACE_S, len(running))
             _done, pending = await asyncio.wait(running, timeout=SHUTDOWN_GRACE_S)
@@ -353,11 +485,12 @@ class Executor:
                 break
             await asyncio.sleep(self._flush_retry.wait_s)
         finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox}
-        unfinished = [
-            s.ref
-            for k, s in self._slots.items()
-            if k not in finished and (s.task is None or s.task.cancelled())
+        unfinished = [h.ref for h in unstarted] + [
+            h.ref
+            for k, h in self._held.items()
+            if k not in finished and (h.task is None or h.task.cancelled())
         ]
+        await asyncio.gather(*self._background, return_exceptions=True)
         if unfinished:
             with contextlib.suppress(grpc.aio.AioRpcError):
                 await self.scheduler.ReleaseItems(

@@ -159,16 +159,27 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         caller = principal()
         async with self._db.write() as conn:
             row = await visible_file(conn, caller.project_id, request.file_id, lock_in=self._db)
-            reader = (
+            readers = (
                 await conn.execute(
-                    select(batches.c.id)
-                    .where(and_(batches.c.input_file_id == row.id, batches.c.status.in_(OPEN_BATCH_STATUSES)))
-                    .limit(1)
+                    select(batches.c.id, batches.c.status).where(
+                        and_(batches.c.input_file_id == row.id, batches.c.status.in_(OPEN_BATCH_STATUSES))
+                    )
                 )
-            ).scalar()
-            if reader is not None:
+            ).all()
+            running = [r.id for r in readers if r.status != "validating"]
+            if running:
                 raise errors.conflict(
-                    f"File '{row.id}' is the input of batch '{reader}', which is still running.",
+                    f"File '{row.id}' is the input of batch '{running[0]}', which is still running.",
+                    "file_in_use",
+                )
+            if readers:  # a create in progress, or one that was interrupted: its batch is invisible
+                cleanup_min = (
+                    self._settings.validating_timeout_s + self._settings.ingest_sweep_interval_s
+                ) / 60
+                raise errors.conflict(
+                    f"File '{row.id}' is being read by a batch that is still being created. Try again "
+                    "once that create has answered; if it was interrupted, the file is freed within "
+                    f"{cleanup_min:.0f} minutes.",
                     "file_in_use",
                 )
             await conn.execute(delete(files).where(files.c.id == row.id))

@@ -1,13 +1,18 @@
 """Finalizing a batch: write its output and error files, then end it — once, crash-safe.
 
 1. Claim: `in_progress|cancelling → finalizing` (only when nothing is open), or take over a
-   `finalizing` batch whose finalize lease lapsed (the previous writer crashed).
+   `finalizing` batch whose finalize lease lapsed (the previous writer crashed). The claim is
+   renewed every third of `finalize_lease_s` for as long as the finalize runs, so a dead
+   writer's claim is taken over within one lease (5 s by default).
 2. Stream the items in input order (keyset pages) into two blobs: successes → output file,
    every failure (upstream errors, timeouts, cancelled, expired, rejected) → error file.
-   The lease is renewed as pages go by.
 3. One transaction publishes both files, moves `finalizing → completed|expired|cancelled` and
    queues the batch's webhook event. Until then the blobs are incomplete and invisible; a
    crash leaves only garbage that the next finalize of the batch deletes first.
+
+A write that fails on the database (a lost connection) is tried again at once, a few times,
+while the claim is still ours; if it keeps failing the claim is given up, so the sweep takes
+the batch again at its next round rather than a lease later.
 
 Finalizing must be short (users see `finalizing` with every count at 100%): the next page is
 read while the current one is rendered and written, lines are rendered from row tuples, and
@@ -17,6 +22,7 @@ the lease is renewed only every third of its life. `python -m bench.finalize` me
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row, func, insert, or_, select, update
+from sqlalchemy.exc import DBAPIError
 
 from services.common import batch_status, telemetry
 from services.common.config import Settings
@@ -40,6 +47,8 @@ from services.results.webhook_events import enqueue_batch_event
 log = logging.getLogger(__name__)
 
 PAGE_ROWS = 2000
+WRITE_TRIES = 4  # a write failing on the database is tried this often while the claim is ours
+WRITE_RETRY_S = 0.2  # times the try number
 CLOSED_STATES = ("cancelled", "expired", "rejected")  # outcomes no executor reported
 SPANS_PER_TURN = 500  # write spans made between two yields to the event loop
 
@@ -141,30 +150,58 @@ class Finalizer:
                 return claimed if result.rowcount == 1 else None
         return None
 
-    async def _renew(self, batch_id: str) -> None:
+    async def _renew(self, batch_id: str, until: float | None) -> None:
         async with self._db.write() as conn:
             await conn.execute(
                 update(batches)
                 .where(batches.c.id == batch_id, batches.c.status == "finalizing")
-                .values(finalize_lease_until=time.time() + self._settings.finalize_lease_s)
+                .values(finalize_lease_until=until)
             )
+
+    async def _keep_claim(self, batch_id: str) -> None:
+        """Renew the claim every third of the lease while the finalize runs."""
+        every = self._settings.finalize_lease_s / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._renew(batch_id, time.time() + self._settings.finalize_lease_s)
+            except (DBAPIError, OSError):
+                log.warning("batch %s: renewing the finalize claim failed", batch_id, exc_info=True)
 
     async def _finalize(self, batch_id: str) -> str | None:
         claimed = await self._claim(batch_id)
         if claimed is None:
             return None
-        with telemetry.child_span(
-            "results", "batchgate.batch.finalize", claimed.traceparent, {"batch.id": batch_id}
-        ) as span:
-            status = await self._write(batch_id, claimed)
-            if span is not None:
-                span.set_attribute("batchgate.batch.status", status)
-            return status
+        keeper = asyncio.create_task(self._keep_claim(batch_id))
+        try:
+            with telemetry.child_span(
+                "results", "batchgate.batch.finalize", claimed.traceparent, {"batch.id": batch_id}
+            ) as span:
+                status = await self._write_retrying(batch_id, claimed)
+                if span is not None:
+                    span.set_attribute("batchgate.batch.status", status)
+                return status
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    async def _write_retrying(self, batch_id: str, claimed: _Claimed) -> str:
+        attempt = 1
+        while True:
+            try:
+                return await self._write(batch_id, claimed)
+            except (DBAPIError, OSError) as exc:
+                if attempt == WRITE_TRIES:
+                    with contextlib.suppress(DBAPIError, OSError):  # the sweep's next round takes it
+                        await self._renew(batch_id, None)
+                    raise
+                log.warning("batch %s: finalize failed (%r); trying again", batch_id, exc)
+                await asyncio.sleep(WRITE_RETRY_S * attempt)
+                attempt += 1
 
     async def _write(self, batch_id: str, claimed: _Claimed) -> str:
         started = time.monotonic()
         started_ns = time.time_ns()
-        renewed = started
         owner = f"finalize:{batch_id}"
         await reclaim_owned(self._db, owner)  # what a crashed finalize of this batch left
         output = BlobWriter(self._db, owner)
@@ -180,9 +217,6 @@ class Finalizer:
                     await errors_out.write(b"".join(bad))
                 counts["output"] += len(good)
                 counts["error"] += len(bad)
-                if time.monotonic() - renewed > self._settings.finalize_lease_s / 3:
-                    await self._renew(batch_id)
-                    renewed = time.monotonic()
             crash_point("results.finalize.before_publish")
             status, event = await self._publish(batch_id, output, errors_out, counts)
         except BaseException:

@@ -85,7 +85,6 @@ _STORE = (
         latency_ms=bindparam("latency_ms"),
         finished_at=bindparam("finished_at"),
         leased_by=None,
-        lease_expires_at=None,
     )
 )
 

@@ -1,15 +1,16 @@
-"""The scheduler's periodic work, run by one replica at a time (the leader): rescue lapsed
-leases, close the open items of cancelling and expired batches, and ask results to finalize
-batches that have nothing open any more.
+"""The scheduler's periodic work, run by one replica at a time (the leader): rescue the items
+of executor sessions that lapsed, close the open items of cancelling and expired batches
+(telling executors of an expiry), and ask results to finalize batches that have nothing open
+any more.
 
 Every step is safe to run twice at once (conditional updates that re-check the row), so the
 leader lock is about not doing the work N times, not about correctness: a leader that lost
 its lock without noticing yet does no harm.
 
-A new leader (a restarted scheduler, or a replica taking over) waits half a lease time before
-its first rescue: leases may have lapsed while nobody could renew them (the scheduler was
-down), and their executors, still working, renew them within a third of the lease time once
-they can reach a scheduler again. Rescuing first would re-run items that are running or done.
+A new leader (a restarted scheduler, or a replica taking over) waits a lease time before its
+first rescue: sessions may have lapsed while nobody could take their heartbeats (the scheduler
+was down), and their executors, still working, beat again within a fraction of the lease time
+once they can reach a scheduler. Rescuing first would re-run items that are running or done.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from collections.abc import Awaitable, Callable
 
 from services.common.db import Database
 from services.common.db.dialect import LeaderLock
+from services.scheduler.closing_feed import ClosingFeed
 from services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
-from services.scheduler.queue import Closing, Queue
+from services.scheduler.queue import Closing, Queue, Stopped
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +39,11 @@ class Maintenance:
         interval_s: float,
         wake: Callable[[], None],
         finalize: Callable[[str], Awaitable[None]],
+        feed: ClosingFeed,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._queue = queue
+        self._feed = feed
         self._metrics = metrics or SchedulerMetrics()
         self._depth_at = 0.0
         self._interval_s = interval_s
@@ -47,13 +51,15 @@ class Maintenance:
         self._finalize = finalize
         self._leader = LeaderLock(db, LEADER_LOCK_KEY)
         self._leading_since: float | None = None
-        self.rescue_grace_s = queue.lease_ttl_s / 2
+        self.rescue_grace_s = queue.lease_ttl_s
 
     async def close_batch(self, closing: Closing) -> None:
         """Close what is open in a cancelling/expired batch; finalize it if nothing is left."""
         closed, settled = await self._queue.close_open(closing)
         if closed:
             log.info("batch %s: %d open items %s", closing.batch_id, closed, closing.end)
+            if closing.hard:  # its running items' results are refused now: executors stop them
+                await self._feed.announce(Stopped(closing.batch_id, hard=True))
         if settled:
             await self._finalize(closing.batch_id)
 
@@ -62,7 +68,7 @@ class Maintenance:
         if time.monotonic() - self._leading_since >= self.rescue_grace_s:
             rescued = await self._queue.rescue_expired()
             if rescued:
-                log.warning("re-queued %d items whose lease lapsed", rescued)
+                log.warning("re-queued %d items of executors that stopped beating", rescued)
                 self._metrics.leases_rescued.add(rescued)
                 self._wake()
         for closing in await self._queue.closing_batches():

@@ -1,5 +1,5 @@
-"""The queue's statements: lease, renew, release, rescue, and closing the open items of
-cancelled and expired batches.
+"""The queue's statements: lease, release, executor sessions and the rescue of a dead
+session's items, and closing the open items of cancelled and expired batches.
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
 per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
@@ -10,8 +10,17 @@ the fencing token a result must carry to be accepted. The same statement re-chec
 batch still runs, so a batch cancelled or expired after the candidates were read hands out
 nothing more.
 
+A lease belongs to the executor session that took it (`items.leased_by`): it lasts as long
+as the session, which the executor keeps alive with heartbeats every few seconds, however many
+items it holds (one row updated, not one per item). Maintenance ends a lapsed session and
+queues its items again in one transaction, so a dead executor's work runs again a lease time
+after its last heartbeat. An ended session never comes back: its heartbeats are answered "not
+alive" and its lease calls refused (`SessionLost`), so an executor that was only cut off drops
+what it held and carries on under a new session.
+
 Lock order on PostgreSQL, wherever one transaction touches both: the batch row, then its
-items (results' recorder does the same), so closing and recording cannot deadlock.
+items (results' recorder does the same), so closing and recording cannot deadlock; a session
+row before items (leasing and rescue), so those two cannot either.
 """
 
 from __future__ import annotations
@@ -25,13 +34,14 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, select, update
 
 from services.common.db import Database
-from services.common.db.dialect import in_skip_locked, lock_rows, notify
-from services.common.db.schema import batches, items
+from services.common.db.dialect import in_skip_locked, lock_rows, notify, upsert
+from services.common.db.schema import batches, executor_sessions, items
 from services.scheduler.fairness import Candidate, allocate, top_group
 from services.scheduler.work_signal import WORK_CHANNEL
 
 CANDIDATE_BATCHES = 200
 LEASE_ROUNDS = 3
+LAPSED_MEMORY_S = 86_400.0  # an ended session is remembered (refused) this long
 
 CLOSE_CODES = {
     "cancelled": ("batch_cancelled", "This request was not executed because the batch was cancelled."),
@@ -50,9 +60,21 @@ class Lease:
     endpoint: str
     model: str
     project_id: str
-    expires_at: float
     tier: int
+    priority: int
     batch_created_at: float
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a lease call asks beyond a count: its name, whether it repeats a call that got no
+    answer, and the priority held work is waiting at (`outrank`), above which up to
+    `outranking` more items are leased."""
+
+    request_id: str = ""
+    retry: bool = False
+    outrank: tuple[int, int] | None = None
+    outranking: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,15 @@ class Closing:
     hard: bool
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """A batch that starts no new item; `hard`: its leased items are no longer current either
+    (its window passed, or it ended)."""
+
+    batch_id: str
+    hard: bool
+
+
 # One lease, matched on its fencing token (executemany: one row per parameter set).
 _UPDATE_LEASE = update(items).where(
     items.c.batch_id == bindparam("b"),
@@ -85,11 +116,19 @@ def _params(refs: Sequence[Ref]) -> list[dict[str, Any]]:
     return [{"b": r.batch_id, "i": r.index, "a": r.attempt} for r in refs]
 
 
+class SessionLost(Exception):
+    """The executor's session lapsed and its leases were taken back: it must open a new one."""
+
+
 @dataclass(frozen=True)
 class _Runnable:
     candidate: Candidate
     endpoint: str
     model: str
+
+
+def _outranks(candidate: Candidate, outrank: tuple[int, int] | None) -> bool:
+    return outrank is not None and (candidate.tier, candidate.priority) > outrank
 
 
 def _still_running(batch_id: str, now: float) -> Any:
@@ -154,25 +193,42 @@ class Queue:
             for r in rows
         ]
 
-    async def lease(self, executor_id: str, max_items: int) -> list[Lease]:
-        """Lease up to `max_items` items: highest priority first, fair within a priority."""
+    async def lease(
+        self,
+        executor_id: str,
+        max_items: int,
+        request: Request = Request(),
+    ) -> list[Lease]:
+        """Lease up to `max_items` items to the session `executor_id` (opened or kept alive
+        here; `SessionLost` when it ended): highest priority first, fair within a priority.
+        `request` names the call (a repeat collects what its lost answer held) and may ask
+        for outranking work beyond `max_items`."""
         now = time.time()
+        if request.retry and request.request_id:
+            found = await self._leased_by_request(executor_id, request.request_id)
+            if found:
+                return found
         runnable = {r.candidate.batch_id: r for r in await self._runnable(now)}
-        if not runnable:
+        best = top_group([r.candidate for r in runnable.values()])
+        if not best or (max_items <= 0 and not _outranks(best[0], request.outrank)):
             return []
-        expires_at = now + self._ttl
         leased: list[Lease] = []
         remaining = max_items
+        extra = request.outranking if request.outrank is not None else 0
         self._rotation += 1
         async with self._db.write() as conn:
+            await self._keep_session(conn, executor_id, now)
             for _ in range(LEASE_ROUNDS):
                 group = top_group([r.candidate for r in runnable.values()])
-                if not group or remaining <= 0:
+                if not group:
                     break
-                for candidate, share in allocate(group, remaining, self._rotation):
+                capacity = remaining + (extra if _outranks(group[0], request.outrank) else 0)
+                if capacity <= 0:
+                    break
+                for candidate, share in allocate(group, capacity, self._rotation):
                     info = runnable[candidate.batch_id]
                     rows = await self._lease_from(
-                        conn, candidate.batch_id, share, executor_id, now, expires_at
+                        conn, candidate.batch_id, share, executor_id, request.request_id, now
                     )
                     leased += [
                         Lease(
@@ -185,19 +241,67 @@ class Queue:
                             info.endpoint,
                             info.model,
                             candidate.project_id,
-                            expires_at,
                             candidate.tier,
+                            candidate.priority,
                             candidate.created_at,
                         )
                         for r in sorted(rows, key=lambda r: r.idx)
                     ]
-                    remaining -= len(rows)
+                    regular = min(len(rows), remaining)
+                    remaining -= regular
+                    extra -= len(rows) - regular
                     if len(rows) < share:
                         del runnable[candidate.batch_id]
         return leased
 
+    async def _leased_by_request(self, executor_id: str, request_id: str) -> list[Lease]:
+        """What the call `request_id` leased to the session and is still leased to it."""
+        async with self._db.read() as conn:
+            rows = (
+                await conn.execute(
+                    select(
+                        items.c.batch_id,
+                        items.c.idx,
+                        items.c.attempt,
+                        items.c.custom_id,
+                        items.c.body,
+                        items.c.traceparent,
+                        batches.c.endpoint,
+                        batches.c.model,
+                        batches.c.project_id,
+                        batches.c.priority_tier,
+                        batches.c.priority,
+                        batches.c.created_at,
+                    )
+                    .join(batches, batches.c.id == items.c.batch_id)
+                    .where(
+                        items.c.state == "leased",
+                        items.c.leased_by == executor_id,
+                        items.c.lease_request == request_id,
+                    )
+                    .order_by(items.c.batch_id, items.c.idx)
+                )
+            ).all()
+        return [
+            Lease(
+                r.batch_id,
+                r.idx,
+                r.attempt,
+                r.custom_id,
+                r.body,
+                r.traceparent,
+                r.endpoint,
+                r.model or "",
+                r.project_id,
+                r.priority_tier,
+                r.priority,
+                r.created_at,
+            )
+            for r in rows
+        ]
+
     async def _lease_from(
-        self, conn: Any, batch_id: str, count: int, executor_id: str, now: float, expires_at: float
+        self, conn: Any, batch_id: str, count: int, executor_id: str, request_id: str, now: float
     ) -> list[Any]:
         picked = (
             select(items.c.idx)
@@ -217,33 +321,41 @@ class Queue:
                 state="leased",
                 attempt=items.c.attempt + 1,
                 leased_by=executor_id,
-                lease_expires_at=expires_at,
+                lease_request=request_id or None,
             )
             .returning(items.c.idx, items.c.attempt, items.c.custom_id, items.c.body, items.c.traceparent)
         )
         return list(result.all())
 
-    async def renew(self, refs: Sequence[Ref]) -> tuple[list[Ref], float]:
-        """Extend current leases; returns the refs that are no longer current, and the new expiry.
+    async def _keep_session(self, conn: Any, executor_id: str, now: float) -> None:
+        statement = upsert(
+            self._db,
+            executor_sessions,
+            {"id": executor_id, "started_at": now, "expires_at": now + self._ttl},
+            keys=("id",),
+            update=("expires_at",),
+            where=executor_sessions.c.lapsed_at.is_(None),
+        )
+        if (await conn.execute(statement)).rowcount != 1:
+            raise SessionLost(executor_id)
 
-        A lease that lapsed but was not rescued yet is still current: nobody else has the item.
-        """
-        expires_at = time.time() + self._ttl
+    async def heartbeat(self, executor_id: str) -> bool:
+        """Keep the session alive; False when it ended and its leases were taken back (a session
+        that lapsed but was not rescued yet is still current: nobody has its items)."""
         async with self._db.write() as conn:
-            current = await self._current(conn, refs)
-            if current:
-                await conn.execute(_UPDATE_LEASE.values(lease_expires_at=expires_at), _params(current))
-        return [r for r in refs if r not in current], expires_at
+            result = await conn.execute(
+                update(executor_sessions)
+                .where(executor_sessions.c.id == executor_id, executor_sessions.c.lapsed_at.is_(None))
+                .values(expires_at=time.time() + self._ttl)
+            )
+        return result.rowcount == 1
 
     async def release(self, refs: Sequence[Ref]) -> int:
         """Queue leased items again at once (their holder is shutting down)."""
         async with self._db.write() as conn:
             current = await self._current(conn, refs)
             if current:
-                await conn.execute(
-                    _UPDATE_LEASE.values(state="queued", leased_by=None, lease_expires_at=None),
-                    _params(current),
-                )
+                await conn.execute(_UPDATE_LEASE.values(state="queued", leased_by=None), _params(current))
                 await notify(self._db, conn, WORK_CHANNEL)
         return len(current)
 
@@ -274,17 +386,45 @@ class Queue:
         return [r for r in refs if r in current]
 
     async def rescue_expired(self) -> int:
-        """Queue again every item whose lease lapsed (its executor died or stalled). The next
-        lease bumps the attempt, so the old holder's late result is refused."""
+        """End every session that lapsed (its executor died or was cut off) and queue its items
+        again. The next lease bumps their attempt, so the old holder's late result is refused."""
+        now = time.time()
         async with self._db.write() as conn:
-            result = await conn.execute(
-                update(items)
-                .where(items.c.state == "leased", items.c.lease_expires_at < time.time())
-                .values(state="queued", leased_by=None, lease_expires_at=None)
+            lapsed = list(
+                (
+                    await conn.execute(
+                        lock_rows(
+                            self._db,
+                            select(executor_sessions.c.id).where(
+                                executor_sessions.c.lapsed_at.is_(None), executor_sessions.c.expires_at < now
+                            ),
+                        )
+                    )
+                ).scalars()
             )
-            if result.rowcount:
+            await conn.execute(
+                executor_sessions.delete().where(executor_sessions.c.lapsed_at < now - LAPSED_MEMORY_S)
+            )
+            if not lapsed:
+                return 0
+            rescued = 0
+            for session in lapsed:
+                count = (
+                    await conn.execute(
+                        update(items)
+                        .where(items.c.state == "leased", items.c.leased_by == session)
+                        .values(state="queued", leased_by=None)
+                    )
+                ).rowcount
+                ended = executor_sessions.c.id == session
+                if count:  # ended for good: its executor hears so and goes on under a new session
+                    await conn.execute(update(executor_sessions).where(ended).values(lapsed_at=now))
+                else:  # it held nothing: it may come back as it is
+                    await conn.execute(executor_sessions.delete().where(ended))
+                rescued += count
+            if rescued:
                 await notify(self._db, conn, WORK_CHANNEL)
-        return int(result.rowcount)
+        return rescued
 
     async def depth(self) -> dict[tuple[int, str], int]:
         """Open items of running batches per (priority tier, state): `queued` counted on the
@@ -318,23 +458,29 @@ class Queue:
             depth[(tier, "leased")] = max(int(open_by_tier.get(tier) or 0) - queued, 0)
         return depth
 
-    async def not_runnable(self, batch_ids: Sequence[str]) -> list[str]:
-        """Those of `batch_ids` that start no new item: not running, or past their window."""
+    async def stopped(self, batch_ids: Sequence[str]) -> list[Stopped]:
+        """Those of `batch_ids` that start no new item: not running, or past their window.
+        Only a cancelling batch within its window lets its running items finish (soft)."""
         if not batch_ids:
             return []
+        now = time.time()
         async with self._db.read() as conn:
-            runnable = set(
-                (
-                    await conn.execute(
-                        select(batches.c.id).where(
-                            batches.c.id.in_(batch_ids),
-                            batches.c.status == "in_progress",
-                            batches.c.expires_at > time.time(),
-                        )
+            rows = {
+                r.id: r
+                for r in await conn.execute(
+                    select(batches.c.id, batches.c.status, batches.c.expires_at).where(
+                        batches.c.id.in_(batch_ids)
                     )
-                ).scalars()
-            )
-        return [b for b in batch_ids if b not in runnable]
+                )
+            }
+        stopped = []
+        for batch_id in batch_ids:
+            row = rows.get(batch_id)
+            if row is not None and row.status == "in_progress" and row.expires_at > now:
+                continue
+            soft = row is not None and row.status == "cancelling" and row.expires_at > now
+            stopped.append(Stopped(batch_id, hard=not soft))
+        return stopped
 
     async def closing_batches(self) -> list[Closing]:
         """Batches with open items to close: cancelling ones, and running ones past their window."""
@@ -387,7 +533,6 @@ class Queue:
                         error_message=message,
                         finished_at=now,
                         leased_by=None,
-                        lease_expires_at=None,
                     )
                 )
             ).rowcount

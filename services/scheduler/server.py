@@ -12,6 +12,8 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import Listener
 from services.common.grpc_server import ServiceHost
+from services.scheduler.budgets import Budgets
+from services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.queue import Queue
@@ -34,13 +36,15 @@ def build(settings: Settings, db: Database) -> ServiceHost:
             log.warning("FinalizeBatch(%s) failed: %s; retrying at the next tick", batch_id, exc.code())
 
     metrics = SchedulerMetrics(telemetry.meter("scheduler"))
-    maintenance = Maintenance(db, queue, settings.maintenance_interval_s, signal.wake, finalize, metrics)
-    listener = Listener(db, WORK_CHANNEL, signal.wake)
+    feed = ClosingFeed(db)
+    maintenance = Maintenance(
+        db, queue, settings.maintenance_interval_s, signal.wake, finalize, feed, metrics
+    )
+    listeners = [Listener(db, WORK_CHANNEL, signal.wake), Listener(db, CLOSING_CHANNEL, feed.on_notify)]
 
     def register(server: grpc.aio.Server) -> list[str]:
-        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(
-            SchedulerServicer(settings, db, queue, signal, maintenance, metrics), server
-        )
+        servicer = SchedulerServicer(settings, db, queue, signal, maintenance, feed, Budgets(db), metrics)
+        scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
         return [scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name]
 
     async def stop() -> None:
@@ -50,6 +54,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         name="scheduler",
         port=settings.scheduler_port,
         register=register,
-        background=[maintenance.run, listener.run],
+        background=[maintenance.run, *(listener.run for listener in listeners)],
+        before_stop=[feed.close],
         on_stop=[stop],
     )

@@ -1,11 +1,15 @@
-"""SchedulerService: leases for executors, submit and cancel for ingest."""
+"""SchedulerService: leases, sessions, stop notices and rate budgets for executors; submit and
+cancel for ingest."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import math
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 
 import grpc
 from sqlalchemy import func, select
@@ -17,9 +21,11 @@ from services.common.db import Database
 from services.common.db.dialect import notify
 from services.common.db.schema import batches
 from services.common.faults import crash_point
+from services.scheduler.budgets import Ask, Budgets
+from services.scheduler.closing_feed import ClosingFeed
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.metrics import SchedulerMetrics, tier_name
-from services.scheduler.queue import Closing, Lease, Queue, Ref
+from services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
@@ -39,9 +45,14 @@ def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedI
         model=lease.model,
         body=lease.body,
         traceparent=traceparent or "",
-        lease_expires_at_ms=int(lease.expires_at * 1000),
         project_id=lease.project_id,
+        priority_tier=lease.tier,
+        priority=lease.priority,
     )
+
+
+def _closing(stopped: Stopped) -> scheduler_pb2.ClosingBatch:
+    return scheduler_pb2.ClosingBatch(batch_id=stopped.batch_id, hard=stopped.hard)
 
 
 class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
@@ -52,6 +63,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         queue: Queue,
         signal: WorkSignal,
         maintenance: Maintenance,
+        feed: ClosingFeed,
+        budgets: Budgets,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._metrics = metrics or SchedulerMetrics()
@@ -60,6 +73,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._queue = queue
         self._signal = signal
         self._maintenance = maintenance
+        self._feed = feed
+        self._budgets = budgets
 
     async def SubmitBatch(
         self, request: scheduler_pb2.SubmitBatchRequest, context: grpc.aio.ServicerContext
@@ -75,12 +90,21 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> scheduler_pb2.LeaseItemsResponse:
         max_items = max(0, min(request.max_items, self._settings.lease_max_items))
         deadline = time.monotonic() + min(request.wait_ms, self._settings.lease_wait_ms) / 1000
+        outrank = (request.outrank.tier, request.outrank.priority) if request.HasField("outrank") else None
+        asked = Request(request.request_id, request.retry, outrank, self._settings.lease_max_items)
         leases: list[Lease] = []
         started_ns = time.time_ns()
-        while max_items:
+        while max_items or outrank is not None:
             event = self._signal.current()
             started_ns = time.time_ns()
-            leases = await self._queue.lease(request.executor_id, max_items)
+            try:
+                leases = await self._queue.lease(request.executor_id, max_items, asked)
+                asked = dataclasses.replace(asked, retry=False)  # what it lost came back: lease anew
+            except SessionLost:
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"session {request.executor_id} lapsed and its leases were taken back; open a new one",
+                )
             if leases:
                 crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
             remaining = deadline - time.monotonic()
@@ -125,14 +149,12 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             traceparents.append(span)
         return traceparents
 
-    async def RenewLeases(
-        self, request: scheduler_pb2.RenewLeasesRequest, context: grpc.aio.ServicerContext
-    ) -> scheduler_pb2.RenewLeasesResponse:
-        lost, expires_at = await self._queue.renew([_ref(m) for m in request.items])
-        return scheduler_pb2.RenewLeasesResponse(
-            lost=[items_pb2.ItemRef(batch_id=r.batch_id, index=r.index, attempt=r.attempt) for r in lost],
-            lease_expires_at_ms=int(expires_at * 1000),
-        )
+    async def Heartbeat(
+        self, request: scheduler_pb2.HeartbeatRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.HeartbeatResponse:
+        alive = await self._queue.heartbeat(request.executor_id)
+        stopped = await self._queue.stopped(list(dict.fromkeys(request.batch_ids)))
+        return scheduler_pb2.HeartbeatResponse(alive=alive, closing=[_closing(s) for s in stopped])
 
     async def ReleaseItems(
         self, request: scheduler_pb2.ReleaseItemsRequest, context: grpc.aio.ServicerContext
@@ -142,11 +164,42 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             self._signal.wake()
         return scheduler_pb2.ReleaseItemsResponse(released=released)
 
-    async def ListClosingBatches(
-        self, request: scheduler_pb2.ListClosingBatchesRequest, context: grpc.aio.ServicerContext
-    ) -> scheduler_pb2.ListClosingBatchesResponse:
-        closing = await self._queue.not_runnable(list(dict.fromkeys(request.batch_ids)))
-        return scheduler_pb2.ListClosingBatchesResponse(batch_ids=closing)
+    async def WatchClosingBatches(
+        self, request: scheduler_pb2.WatchClosingBatchesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[scheduler_pb2.WatchClosingBatchesResponse]:
+        async for stopped in self._feed.watch():
+            if stopped is None:
+                yield scheduler_pb2.WatchClosingBatchesResponse()
+            else:
+                yield scheduler_pb2.WatchClosingBatchesResponse(closing=_closing(stopped))
+
+    async def GrantBudget(
+        self, request: scheduler_pb2.GrantBudgetRequest, context: grpc.aio.ServicerContext
+    ) -> scheduler_pb2.GrantBudgetResponse:
+        asks = [
+            Ask(
+                a.key_id,
+                a.requests_per_minute,
+                a.tokens_per_minute,
+                a.requests_needed,
+                a.requests_wanted,
+                a.tokens_needed,
+                a.tokens_wanted,
+            )
+            for a in request.asks
+        ]
+        grants = await self._budgets.grant(asks)
+        return scheduler_pb2.GrantBudgetResponse(
+            grants=[
+                scheduler_pb2.BudgetGrant(
+                    key_id=g.key_id,
+                    requests=g.requests,
+                    tokens=g.tokens,
+                    retry_after_ms=math.ceil(g.retry_after_s * 1000),
+                )
+                for g in grants
+            ]
+        )
 
     async def CancelBatch(
         self, request: scheduler_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
@@ -161,8 +214,9 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             )
         if moved:
             log.info("batch %s: cancelling", request.batch_id)
-            # Close what is queued now rather than at the next tick, so cancel is prompt;
-            # leased items finish and are kept.
+            # Executors drop what they hold of it and have not started; then what is queued
+            # is closed now rather than at the next tick. Running items finish and are kept.
+            await asyncio.shield(self._feed.announce(Stopped(request.batch_id, hard=False)))
             closing = Closing(request.batch_id, "cancelled", hard=False)
             await asyncio.shield(self._maintenance.close_batch(closing))
         status = await self._status(request.batch_id)

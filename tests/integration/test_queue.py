@@ -8,7 +8,6 @@ down here than end to end, and the statements are exactly the ones the service r
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 
@@ -19,7 +18,7 @@ from services.common.db import Database
 from services.common.db.dialect import LeaderLock
 from services.common.db.schema import batches, items
 from services.scheduler.maintenance import LEADER_LOCK_KEY
-from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref
+from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref, Request, SessionLost, Stopped
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 
@@ -94,28 +93,60 @@ async def test_a_project_with_many_batches_does_not_crowd_out_another_projects_b
     assert counts["b_b"] == 5 and sum(counts.values()) == 10
 
 
-async def test_every_lease_carries_a_fresh_fencing_token_and_lapsed_ones_are_rescued(db: Database) -> None:
-    await add_batch(db, "b1", 2)
+async def test_fresh_fencing_tokens_and_a_dead_sessions_items_rescued(db: Database) -> None:
+    await add_batch(db, "b1", 3)
     short = Queue(db, 0.2)
     first = await short.lease("e1", 1)
     assert [(lease.index, lease.attempt) for lease in first] == [(0, 1)]
+    await short.lease("e3", 1)
     await asyncio.sleep(0.4)
-    assert await short.rescue_expired() == 1
+    assert await short.heartbeat("e3")  # lapsed but not rescued yet: still current
+    assert await short.rescue_expired() == 1  # e1 stopped beating: its item is queued again
+    assert not await short.heartbeat("e1")  # ... and e1 hears its leases are gone
+    with pytest.raises(SessionLost):  # an ended session never leases again
+        await short.lease("e1", 1)
+    assert await short.heartbeat("e3")
     again = await short.lease("e2", 5)
-    assert sorted((lease.index, lease.attempt) for lease in again) == [(0, 2), (1, 1)]
-    # The old holder's token is stale: renewing it reports it lost; the new holder's renews.
-    lost, _ = await short.renew([Ref("b1", 0, 1), Ref("b1", 0, 2), Ref("b1", 1, 1)])
-    assert lost == [Ref("b1", 0, 1)]
+    assert sorted((lease.index, lease.attempt) for lease in again) == [(0, 2), (2, 1)]
+    assert await states(db, "b1") == {"leased": 3}
 
 
-async def test_a_lapsed_lease_not_rescued_yet_can_still_be_renewed(db: Database) -> None:
-    await add_batch(db, "b1", 1)
+async def test_a_session_with_nothing_leased_lapses_quietly(db: Database) -> None:
     queue = Queue(db, 0.1)
+    await add_batch(db, "b1", 1)
     (lease,) = await queue.lease("e1", 1)
+    assert await queue.release([Ref(lease.batch_id, lease.index, lease.attempt)]) == 1
     await asyncio.sleep(0.2)
-    lost, expires_at = await queue.renew([Ref("b1", 0, lease.attempt)])
-    assert lost == [] and expires_at > time.time()
     assert await queue.rescue_expired() == 0
+    assert not await queue.heartbeat("e1")  # its row is gone; the next lease opens it again
+    assert len(await queue.lease("e1", 1)) == 1 and await queue.heartbeat("e1")
+
+
+async def test_a_repeated_call_gets_what_its_lost_answer_leased(db: Database) -> None:
+    await add_batch(db, "b1", 10)
+    queue = Queue(db, TTL_S)
+    first = await queue.lease("e1", 3, Request("call-1"))
+    again = await queue.lease("e1", 3, Request("call-1", retry=True))
+    assert [(x.index, x.attempt) for x in again] == [(x.index, x.attempt) for x in first]
+    assert await queue.release([Ref("b1", first[0].index, first[0].attempt)]) == 1
+    assert len(await queue.lease("e1", 3, Request("call-1", retry=True))) == 2  # what is still its
+    assert len(await queue.lease("e2", 3, Request("call-1", retry=True))) == 3  # another session: new
+    assert await states(db, "b1") == {"leased": 5, "queued": 5}
+
+
+async def test_outranking_work_is_leased_beyond_the_count(db: Database) -> None:
+    await add_batch(db, "b_std", 10, age_s=1)
+    queue = Queue(db, TTL_S)
+    holding_standard = Request(outrank=(0, 0), outranking=200)
+    assert await queue.lease("e1", 0, holding_standard) == []  # nothing outranks what it holds
+    await add_batch(db, "b_high", 3, priority=2, age_s=2)
+    await add_batch(db, "b_exp", 5, tier=1, age_s=3)
+    assert per_batch(await queue.lease("e1", 0, holding_standard)) == {"b_exp": 5, "b_high": 3}
+    assert per_batch(await queue.lease("e1", 2, holding_standard)) == {"b_std": 2}
+    holding_expedited = Request(outrank=(1, 0), outranking=200)
+    await add_batch(db, "b_exp2", 4, tier=1, age_s=4)
+    assert await queue.lease("e1", 0, holding_expedited) == []  # same priority: not beyond the count
+    assert per_batch(await queue.lease("e1", 1, Request(outrank=(0, 5), outranking=2))) == {"b_exp2": 3}
 
 
 async def test_release_queues_items_again(db: Database) -> None:
@@ -149,7 +180,7 @@ async def test_cancel_closes_queued_items_and_lets_leased_ones_finish(db: Databa
     assert await queue.close_open(Closing("b1", "cancelled", hard=False)) == (0, False)  # idempotent
 
 
-async def test_batches_that_start_nothing_new_are_reported_closing(db: Database) -> None:
+async def test_batches_that_start_nothing_new_are_reported_stopped(db: Database) -> None:
     await add_batch(db, "running", 1)
     await add_batch(db, "cancelling", 1)
     await add_batch(db, "past-window", 1, window_s=-1)
@@ -157,8 +188,12 @@ async def test_batches_that_start_nothing_new_are_reported_closing(db: Database)
         await conn.execute(update(batches).where(batches.c.id == "cancelling").values(status="cancelling"))
     queue = Queue(db, TTL_S)
     asked = ["running", "cancelling", "past-window", "unknown"]
-    assert await queue.not_runnable(asked) == ["cancelling", "past-window", "unknown"]
-    assert await queue.not_runnable([]) == []
+    assert await queue.stopped(asked) == [
+        Stopped("cancelling", hard=False),  # its running items finish
+        Stopped("past-window", hard=True),  # its leases are closed: running items may stop
+        Stopped("unknown", hard=True),
+    ]
+    assert await queue.stopped([]) == []
 
 
 async def test_expiry_closes_queued_and_leased_items_and_keeps_finished_ones(db: Database) -> None:
@@ -177,8 +212,7 @@ async def test_expiry_closes_queued_and_leased_items_and_keeps_finished_ones(db:
     assert [c.batch_id for c in await queue.closing_batches() if c.end == "expired" and c.hard] == ["b1"]
     assert await queue.close_open(Closing("b1", "expired", hard=True)) == (5, True)
     assert await states(db, "b1") == {"succeeded": 1, "expired": 5}
-    lost, _ = await queue.renew([Ref("b1", leases[1].index, leases[1].attempt)])
-    assert len(lost) == 1  # the executor hears its lease is gone and stops
+    assert await queue.stopped(["b1"]) == [Stopped("b1", hard=True)]  # executors drop what runs
 
 
 async def test_a_batch_that_finished_before_its_deadline_is_not_marked_expired(db: Database) -> None:

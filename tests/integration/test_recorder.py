@@ -103,9 +103,9 @@ def test_outcomes_are_stored_once_and_progress_moves_with_each_group(stack: Runn
         scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
         recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
 
-        def lease(n: int) -> dict[int, int]:
+        def lease(n: int, session: str) -> dict[int, int]:
             answer = scheduler.LeaseItems(
-                scheduler_pb2.LeaseItemsRequest(executor_id="test", max_items=n, wait_ms=2000), timeout=30
+                scheduler_pb2.LeaseItemsRequest(executor_id=session, max_items=n, wait_ms=2000), timeout=30
             )
             return {i.ref.index: i.ref.attempt for i in answer.items}
 
@@ -114,7 +114,7 @@ def test_outcomes_are_stored_once_and_progress_moves_with_each_group(stack: Runn
                 recorder_pb2.RecordResultsRequest(executor_id="test", outcomes=outcomes), timeout=30
             )
 
-        assert lease(4) == {0: 1, 1: 1, 2: 1, 3: 1}
+        assert lease(4, "first") == {0: 1, 1: 1, 2: 1, 3: 1}
         first = record(success(batch.id, 0, 1), success(batch.id, 1, 1))
         assert (first.accepted, first.duplicates, list(first.refused)) == (2, 0, [])
 
@@ -132,8 +132,8 @@ def test_outcomes_are_stored_once_and_progress_moves_with_each_group(stack: Runn
         wrong = record(success(batch.id, 2, 0), success(batch.id, 2, 7))
         assert wrong.accepted == 0 and [r.index for r in wrong.refused] == [2, 2]
 
-        # Leases of 2 and 3 lapse and are queued again. Nobody has leased 3 since: its late
-        # result is the only one there can be, and is kept.
+        # Nobody beats for the session: the leases of 2 and 3 lapse and are queued again. Nobody
+        # has leased 3 since: its late result is the only one there can be, and is kept.
         deadline = time.monotonic() + 30
         while item_state(stack.database_url, batch.id, 3) != "queued":
             assert time.monotonic() < deadline
@@ -141,8 +141,8 @@ def test_outcomes_are_stored_once_and_progress_moves_with_each_group(stack: Runn
         late = record(success(batch.id, 3, 1))
         assert late.accepted == 1
 
-        # 2 is leased again (token 2): a result under token 1 is now stale.
-        assert lease(10) == {2: 2, 4: 1, 5: 1}
+        # 2 is leased again (token 2), by a new session: a result under token 1 is now stale.
+        assert lease(10, "second") == {2: 2, 4: 1, 5: 1}
         stale = record(success(batch.id, 2, 1))
         assert stale.accepted == 0 and [(r.index, r.attempt) for r in stale.refused] == [(2, 1)]
         upstream_error = b'{"error":{"message":"no","type":"invalid_request_error","param":null,"code":"x"}}'

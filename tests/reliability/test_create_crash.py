@@ -8,7 +8,15 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import RunningStack, db_rows, fresh_database, running_stack, wait_for_batch
+from tests.support import (
+    RunningStack,
+    chat_records,
+    db_rows,
+    fresh_database,
+    running_stack,
+    upload,
+    wait_for_batch,
+)
 
 ENDPOINT = "/v1/chat/completions"
 LEFTOVERS = """
@@ -74,3 +82,34 @@ def test_a_create_killed_before_publishing_is_swept_and_its_retry_succeeds(
             20,
             1,
         )
+
+
+def test_the_input_of_an_interrupted_create_says_why_it_cannot_be_deleted_yet(
+    db_kind: str, tmp_path: Path
+) -> None:
+    extra = {
+        "BATCHGATE_CRASH_AT": "ingest.create.before_publish",
+        "BATCHGATE_VALIDATING_TIMEOUT_S": "8",
+        "BATCHGATE_INGEST_SWEEP_INTERVAL_S": "0.5",
+    }
+    with fresh_database(db_kind, tmp_path) as url, running_stack(tmp_path, url, **extra) as stack:
+        client = stack.client()
+        source = upload(client, chat_records(3, prefix="held"))
+        auth = {"Authorization": f"Bearer {stack.key}"}
+        body = {"endpoint": ENDPOINT, "completion_window": "24h", "input_file_id": source.id}
+        assert httpx.post(f"{stack.base_url}/batches", json=body, headers=auth, timeout=60).status_code >= 500
+        (crashed,) = db_rows(stack.database_url, "SELECT id FROM batches")
+        _restart_core_without_crash_points(stack)
+
+        refused = httpx.delete(f"{stack.base_url}/files/{source.id}", headers=auth, timeout=30)
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "file_in_use" and "still being created" in error["message"]
+        assert crashed.id not in error["message"]  # no batch the caller cannot see is named
+        deadline = time.monotonic() + 60
+        while (
+            gone := httpx.delete(f"{stack.base_url}/files/{source.id}", headers=auth, timeout=30)
+        ).status_code == 409:
+            assert time.monotonic() < deadline, "the interrupted create never freed its input"
+            time.sleep(0.5)
+        assert gone.status_code == 200 and gone.json()["deleted"] is True

@@ -26,9 +26,11 @@ pytestmark = pytest.mark.postgres
 
 CLIENT_GRACE_S = 1.0
 """After the kill, API calls may fail for at most this long (the target is none at all)."""
-BATCH_END_BOUND_S = 90.0
-"""The batch ends within this long after the kill. Generous on purpose: the dead executor's
-leases come back after the lease TTL (20 s here) plus the maintenance leader's takeover."""
+BATCH_END_BOUND_S = 30.0
+"""The batch ends within this long after the kill: the dead executor's session lapses after the
+lease TTL (5 s by default), a surviving scheduler takes over maintenance and rescues its items,
+and the rest of the batch runs (about 1,200 items of 50 ms on 64 slots). Generous for 2 noisy
+cores."""
 POLL_AFTER_KILL_S = 8.0
 LEADER_LINE = "maintenance leader;"
 
@@ -81,7 +83,6 @@ def test_killed_replicas_are_invisible_to_clients(tmp_path: Path) -> None:
             url,
             replicas,
             BATCHGATE_EXECUTORS="2",
-            BATCHGATE_LEASE_TTL_S="20",
             BATCHGATE_MAINTENANCE_INTERVAL_S="0.5",
             BATCHGATE_EXECUTOR_CONCURRENCY="32",
         ) as stack,

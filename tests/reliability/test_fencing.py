@@ -1,6 +1,7 @@
-"""A lease that lapses is leased again with a new fencing token, and the old holder's late
-result is refused: once by speaking the internal gRPC APIs directly (precise), once with a
-real executor frozen (SIGSTOP) past its lease while a second executor takes the item over."""
+"""A lease whose executor session lapses is leased again with a new fencing token, and the old
+holder's late result is refused: once by speaking the internal gRPC APIs directly (precise),
+once with a real executor frozen (SIGSTOP) past its lease while a second executor takes the
+item over."""
 
 from __future__ import annotations
 
@@ -71,17 +72,17 @@ def test_a_lapsed_lease_is_leased_again_and_the_old_token_is_refused(db_kind: st
 
             (first,) = lease("old-holder")
             assert first.ref.attempt == 1 and first.custom_id == "fence-0"
-            # Nobody renews: the lease lapses, maintenance queues the item again.
+            # Nobody beats for the old holder: its session lapses, maintenance queues the item again.
             deadline = time.monotonic() + 60
             while not (again := lease("new-holder")):
                 assert time.monotonic() < deadline, "the lapsed lease was never re-queued"
             (second,) = again
             assert (second.ref.index, second.ref.attempt) == (first.ref.index, 2)
 
-            renewed = scheduler.RenewLeases(
-                scheduler_pb2.RenewLeasesRequest(executor_id="old-holder", items=[first.ref]), timeout=10
+            beat = scheduler.Heartbeat(
+                scheduler_pb2.HeartbeatRequest(executor_id="old-holder", batch_ids=[batch.id]), timeout=10
             )
-            assert list(renewed.lost) == [first.ref]
+            assert not beat.alive and list(beat.closing) == []  # its leases are gone, the batch runs
 
             def record(ref: items_pb2.ItemRef, text: str) -> recorder_pb2.RecordResultsResponse:
                 request = recorder_pb2.RecordResultsRequest(executor_id="x", outcomes=[_outcome(ref, text)])

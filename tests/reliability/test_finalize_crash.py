@@ -132,3 +132,31 @@ def test_finalize_crash_before_publish_resumes_with_nothing_half_done(
         assert all(stats[f"crash input {i}"] == 1 for i in range(ITEMS))  # nothing ran twice
         time.sleep(1.0)
         assert len(receiver.received(hook)) == len(calls) == 1
+
+
+def test_a_finalize_that_loses_its_database_connection_tries_again_at_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    lease_s = 30.0  # what waiting for the claim to lapse would cost
+    with running_stack(
+        tmp_path,
+        database_url,
+        BATCHGATE_CRASH_AT="fail:results.finalize.before_publish",
+        BATCHGATE_FINALIZE_LEASE_S=str(lease_s),
+    ) as stack:
+        client = stack.client()
+        records = embedding_records()[:5]
+        batch = client.batches.create(
+            input_file_id=upload(client, records).id, endpoint="/v1/embeddings", completion_window="24h"
+        )
+        started = time.monotonic()
+        done = wait_for_batch(client, batch.id, timeout_s=lease_s)
+        assert time.monotonic() - started < lease_s / 3, "the finalize waited for its own claim to lapse"
+        assert done.status == "completed"
+        lines = read_jsonl(client.files.content(done.output_file_id).content)
+        assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
+        after = batch_storage(stack.database_url, batch.id)
+        assert [f.id for f in after["files"]] == [done.output_file_id]
+        assert [complete for _id, complete, _chunks in after["blobs"]] == [True]  # the failed try's is gone
+        logs = stack.logs()
+        assert "fault point results.finalize.before_publish" in logs and "trying again" in logs

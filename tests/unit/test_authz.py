@@ -45,9 +45,10 @@ def test_each_identity_gets_only_what_it_needs() -> None:
 
     assert may("executor") == {
         "LeaseItems",
-        "RenewLeases",
+        "Heartbeat",
         "ReleaseItems",
-        "ListClosingBatches",
+        "WatchClosingBatches",
+        "GrantBudget",
         "RecordResults",
     }
     assert may("ingest") == {"SubmitBatch", "CancelBatch", "GetSpend"}

@@ -25,7 +25,7 @@ def test_environment_beats_yaml_beats_defaults(tmp_path: Path) -> None:
     settings = load_settings(str(config), environ={"BATCHGATE_PORT": "9200"})
     assert settings.port == 9200
     assert settings.executors == 3
-    assert settings.lease_ttl_s == 60.0
+    assert settings.lease_ttl_s == 5.0
 
 
 def test_without_providers_every_model_runs_on_the_simulator() -> None:

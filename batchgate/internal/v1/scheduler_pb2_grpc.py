@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class SchedulerServiceStub:
-    """The scheduler owns item leasing, lease renewal and rescue, cancel and expiry.
+    """The scheduler owns item leasing, executor sessions and the rescue of a dead one's items,
+    cancel and expiry, and the per-key rate budgets shared by every executor.
     """
 
     def __init__(self, channel):
@@ -45,10 +46,10 @@ class SchedulerServiceStub:
                 request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.LeaseItemsRequest.SerializeToString,
                 response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.LeaseItemsResponse.FromString,
                 _registered_method=True)
-        self.RenewLeases = channel.unary_unary(
-                '/batchgate.internal.v1.SchedulerService/RenewLeases',
-                request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.RenewLeasesRequest.SerializeToString,
-                response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.RenewLeasesResponse.FromString,
+        self.Heartbeat = channel.unary_unary(
+                '/batchgate.internal.v1.SchedulerService/Heartbeat',
+                request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
         self.ReleaseItems = channel.unary_unary(
                 '/batchgate.internal.v1.SchedulerService/ReleaseItems',
@@ -60,15 +61,21 @@ class SchedulerServiceStub:
                 request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchRequest.SerializeToString,
                 response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchResponse.FromString,
                 _registered_method=True)
-        self.ListClosingBatches = channel.unary_unary(
-                '/batchgate.internal.v1.SchedulerService/ListClosingBatches',
-                request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesRequest.SerializeToString,
-                response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesResponse.FromString,
+        self.WatchClosingBatches = channel.unary_stream(
+                '/batchgate.internal.v1.SchedulerService/WatchClosingBatches',
+                request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.WatchClosingBatchesRequest.SerializeToString,
+                response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.WatchClosingBatchesResponse.FromString,
+                _registered_method=True)
+        self.GrantBudget = channel.unary_unary(
+                '/batchgate.internal.v1.SchedulerService/GrantBudget',
+                request_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.GrantBudgetRequest.SerializeToString,
+                response_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.GrantBudgetResponse.FromString,
                 _registered_method=True)
 
 
 class SchedulerServiceServicer:
-    """The scheduler owns item leasing, lease renewal and rescue, cancel and expiry.
+    """The scheduler owns item leasing, executor sessions and the rescue of a dead one's items,
+    cancel and expiry, and the per-key rate budgets shared by every executor.
     """
 
     def SubmitBatch(self, request, context):
@@ -80,13 +87,15 @@ class SchedulerServiceServicer:
 
     def LeaseItems(self, request, context):
         """Leases up to `max_items` items, waiting up to `wait_ms` for work (long poll).
+        FAILED_PRECONDITION when the executor's session ended: it must use a new one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def RenewLeases(self, request, context):
-        """Extends the leases the executor still works on; reports those it lost.
+    def Heartbeat(self, request, context):
+        """Keeps the executor's session, and with it every lease the executor holds, alive; says
+        which of the batches it names start no new item any more.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -106,9 +115,16 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ListClosingBatches(self, request, context):
-        """Which of the given batches no longer run new items (cancelling, ended, or past their
-        window): an executor drops the items of those batches it holds but has not started.
+    def WatchClosingBatches(self, request, context):
+        """Streams batches as they stop running new items (cancel, expiry), from every scheduler
+        replica: an executor drops the items of those batches it holds but has not started.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GrantBudget(self, request, context):
+        """Hands out shares of per-key rate budgets that every executor draws from.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,10 +143,10 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.LeaseItemsRequest.FromString,
                     response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.LeaseItemsResponse.SerializeToString,
             ),
-            'RenewLeases': grpc.unary_unary_rpc_method_handler(
-                    servicer.RenewLeases,
-                    request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.RenewLeasesRequest.FromString,
-                    response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.RenewLeasesResponse.SerializeToString,
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.HeartbeatRequest.FromString,
+                    response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.HeartbeatResponse.SerializeToString,
             ),
             'ReleaseItems': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseItems,
@@ -142,10 +158,15 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchRequest.FromString,
                     response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.CancelBatchResponse.SerializeToString,
             ),
-            'ListClosingBatches': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListClosingBatches,
-                    request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesRequest.FromString,
-                    response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesResponse.SerializeToString,
+            'WatchClosingBatches': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchClosingBatches,
+                    request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.WatchClosingBatchesRequest.FromString,
+                    response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.WatchClosingBatchesResponse.SerializeToString,
+            ),
+            'GrantBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.GrantBudget,
+                    request_deserializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.GrantBudgetRequest.FromString,
+                    response_serializer=batchgate_dot_internal_dot_v1_dot_scheduler__pb2.GrantBudgetResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -156,7 +177,8 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class SchedulerService:
-    """The scheduler owns item leasing, lease renewal and rescue, cancel and expiry.
+    """The scheduler owns item leasing, executor sessions and the rescue of a dead one's items,
+    cancel and expiry, and the per-key rate budgets shared by every executor.
     """
 
     @staticmethod
@@ -214,7 +236,7 @@ class SchedulerService:
             _registered_method=True)
 
     @staticmethod
-    def RenewLeases(request,
+    def Heartbeat(request,
             target,
             options=(),
             channel_credentials=None,
@@ -227,9 +249,9 @@ class SchedulerService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/batchgate.internal.v1.SchedulerService/RenewLeases',
-            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.RenewLeasesRequest.SerializeToString,
-            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.RenewLeasesResponse.FromString,
+            '/batchgate.internal.v1.SchedulerService/Heartbeat',
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.HeartbeatRequest.SerializeToString,
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.HeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -295,7 +317,34 @@ class SchedulerService:
             _registered_method=True)
 
     @staticmethod
-    def ListClosingBatches(request,
+    def WatchClosingBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/batchgate.internal.v1.SchedulerService/WatchClosingBatches',
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.WatchClosingBatchesRequest.SerializeToString,
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.WatchClosingBatchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GrantBudget(request,
             target,
             options=(),
             channel_credentials=None,
@@ -308,9 +357,9 @@ class SchedulerService:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/batchgate.internal.v1.SchedulerService/ListClosingBatches',
-            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesRequest.SerializeToString,
-            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.ListClosingBatchesResponse.FromString,
+            '/batchgate.internal.v1.SchedulerService/GrantBudget',
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.GrantBudgetRequest.SerializeToString,
+            batchgate_dot_internal_dot_v1_dot_scheduler__pb2.GrantBudgetResponse.FromString,
             options,
             channel_credentials,
             insecure,

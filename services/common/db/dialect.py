@@ -10,6 +10,7 @@
 - Bulk inserts: `COPY` on PostgreSQL; Core executemany on SQLite.
 - Matching a key (and value) inside a JSON-object text column: `jsonb` operators on
   PostgreSQL, `json_each` on SQLite.
+- Upserts: `INSERT … ON CONFLICT` in each dialect's spelling.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, any_, cast, func, literal, select, text
+from sqlalchemy import ColumnElement, Insert, Select, Table, any_, cast, func, literal, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -54,6 +56,25 @@ async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) ->
         driver = (await conn.get_raw_connection()).driver_connection
         assert driver is not None
         await driver.executemany(statement, records)
+
+
+def upsert(
+    db: Database,
+    table: Table,
+    row: dict[str, Any],
+    keys: tuple[str, ...],
+    update: tuple[str, ...] = (),
+    where: ColumnElement[bool] | None = None,
+) -> Insert:
+    """Insert `row`; when a row with the same `keys` exists, set its `update` columns from
+    `row` instead if it matches `where` (or leave it as it is, when `update` is empty). The
+    row count is 0 when an existing row was left as it is."""
+    statement = (postgresql.insert if db.is_postgres else sqlite.insert)(table).values(row)
+    if not update:
+        return statement.on_conflict_do_nothing(index_elements=list(keys))
+    return statement.on_conflict_do_update(
+        index_elements=list(keys), set_={c: statement.excluded[c] for c in update}, where=where
+    )
 
 
 def skip_locked(db: Database, query: Select[Any]) -> Select[Any]:

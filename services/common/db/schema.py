@@ -170,8 +170,8 @@ items = Table(
     # queued | leased | succeeded | failed | cancelled | expired | rejected
     Column("state", String(16), nullable=False),
     Column("attempt", Integer, nullable=False, server_default="0"),  # lease count = fencing token
-    Column("leased_by", String(80), nullable=True),
-    Column("lease_expires_at", Float, nullable=True),
+    Column("leased_by", String(80), nullable=True),  # the executor session holding the lease
+    Column("lease_request", String(40), nullable=True),  # the LeaseItems call that took it
     Column("body", LargeBinary, nullable=True),  # request body JSON; null for rejected records
     Column("traceparent", String(64), nullable=True),
     # outcome
@@ -198,12 +198,42 @@ items = Table(
         sqlite_where=text("state = 'queued'"),
         postgresql_where=text("state = 'queued'"),
     ),
+    # Rescue finds a dead session's items.
     Index(
         "ix_items_leased",
-        "lease_expires_at",
+        "leased_by",
         sqlite_where=text("state = 'leased'"),
         postgresql_where=text("state = 'leased'"),
     ),
+)
+
+# --- owned by the scheduler --------------------------------------------------------------------
+
+# One row per executor session (a process, until it is cut off for longer than a lease time).
+# Its leases last as long as the session: heartbeats and lease calls move `expires_at`. When it
+# lapses, maintenance queues its items again and marks it `lapsed_at` in the same transaction
+# (or deletes it, when it held nothing): a lapsed session never leases again, so its executor,
+# told so by its next heartbeat or lease call, drops what it held and opens a new one.
+executor_sessions = Table(
+    "executor_sessions",
+    metadata,
+    Column("id", String(80), primary_key=True),
+    Column("started_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("lapsed_at", Float, nullable=True),
+)
+
+# Per provider key, the deployment's token buckets (requests and tokens per minute), from
+# which executors are granted shares. `key_id` is a hash: the secret itself is never stored.
+rate_budgets = Table(
+    "rate_budgets",
+    metadata,
+    Column("key_id", String(64), primary_key=True),
+    Column("requests_per_minute", Float, nullable=False),
+    Column("tokens_per_minute", Float, nullable=False),
+    Column("requests", Float, nullable=False),  # level of the request bucket at `updated_at`
+    Column("tokens", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
 )
 
 # --- owned by results ------------------------------------------------------------------------

@@ -1,14 +1,16 @@
-"""Retry policy pieces: backoff bounds, Retry-After parsing, usage extraction."""
+"""Retry policy pieces: backoff bounds, Retry-After and spent-window parsing, usage extraction."""
 
 from __future__ import annotations
 
 import email.utils
 import time
+from datetime import UTC, datetime
 
 import httpx
 
 from services.common.config import RetryPolicy
-from services.executor.runner import backoff_s, retry_after_s
+from services.executor.rate_signals import retry_after_s, spent_window_s
+from services.executor.runner import backoff_s
 from services.executor.usage import usage_of
 
 
@@ -29,6 +31,22 @@ def test_retry_after_header_forms() -> None:
     date = email.utils.formatdate(time.time() + 10, usegmt=True)
     assert 8 <= retry_after_s(httpx.Headers({"retry-after": date})) <= 11
     assert retry_after_s(httpx.Headers({})) is None
+
+
+def test_a_spent_window_is_read_from_openai_and_anthropic_headers() -> None:
+    assert spent_window_s(httpx.Headers({"x-ratelimit-remaining-requests": "3"}), 5) is None
+    assert spent_window_s(httpx.Headers({}), 5) is None
+    openai = {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1m30.5s",
+        "x-ratelimit-remaining-tokens": "0",
+        "x-ratelimit-reset-tokens": "20ms",
+    }
+    assert spent_window_s(httpx.Headers(openai), 5) == 90.5  # the longer of the two
+    assert spent_window_s(httpx.Headers({"x-ratelimit-remaining-tokens": "0"}), 5) == 5  # no reset: default
+    reset = datetime.fromtimestamp(time.time() + 12, UTC).isoformat().replace("+00:00", "Z")
+    anthropic = {"anthropic-ratelimit-requests-remaining": "0", "anthropic-ratelimit-requests-reset": reset}
+    assert 10 <= spent_window_s(httpx.Headers(anthropic), 5) <= 12  # type: ignore[operator]
 
 
 def test_usage_from_chat_and_responses_shapes() -> None:

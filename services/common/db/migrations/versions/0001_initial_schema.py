@@ -77,6 +77,14 @@ def upgrade() -> None:
         batch_op.create_index("ix_blobs_owner", ["owner"], unique=False)
 
     op.create_table(
+        "executor_sessions",
+        sa.Column("id", sa.String(length=80), nullable=False),
+        sa.Column("started_at", sa.Float(), nullable=False),
+        sa.Column("expires_at", sa.Float(), nullable=False),
+        sa.Column("lapsed_at", sa.Float(), nullable=True),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_table(
         "files",
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("project_id", sa.String(length=40), nullable=False),
@@ -113,7 +121,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("attempt", sa.Integer(), server_default="0", nullable=False),
         sa.Column("leased_by", sa.String(length=80), nullable=True),
-        sa.Column("lease_expires_at", sa.Float(), nullable=True),
+        sa.Column("lease_request", sa.String(length=40), nullable=True),
         sa.Column("body", sa.LargeBinary(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
         sa.Column("status_code", sa.Integer(), nullable=True),
@@ -136,7 +144,7 @@ def upgrade() -> None:
     with op.batch_alter_table("items", schema=None) as batch_op:
         batch_op.create_index(
             "ix_items_leased",
-            ["lease_expires_at"],
+            ["leased_by"],
             unique=False,
             sqlite_where=sa.text("state = 'leased'"),
             postgresql_where=sa.text("state = 'leased'"),
@@ -157,6 +165,16 @@ def upgrade() -> None:
         sa.Column("budget_usd", sa.Float(), nullable=True),
         sa.Column("webhook_secret", sa.String(length=80), nullable=False),
         sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_table(
+        "rate_budgets",
+        sa.Column("key_id", sa.String(length=64), nullable=False),
+        sa.Column("requests_per_minute", sa.Float(), nullable=False),
+        sa.Column("tokens_per_minute", sa.Float(), nullable=False),
+        sa.Column("requests", sa.Float(), nullable=False),
+        sa.Column("tokens", sa.Float(), nullable=False),
+        sa.Column("updated_at", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("key_id"),
     )
     op.create_table(
         "usage_events",
@@ -256,6 +274,7 @@ def downgrade() -> None:
         batch_op.drop_index("ix_usage_batch")
 
     op.drop_table("usage_events")
+    op.drop_table("rate_budgets")
     op.drop_table("projects")
     with op.batch_alter_table("items", schema=None) as batch_op:
         batch_op.drop_index(
@@ -276,6 +295,7 @@ def downgrade() -> None:
         batch_op.drop_index("ix_files_expires_at")
 
     op.drop_table("files")
+    op.drop_table("executor_sessions")
     with op.batch_alter_table("blobs", schema=None) as batch_op:
         batch_op.drop_index("ix_blobs_owner")
 
