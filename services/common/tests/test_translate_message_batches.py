@@ -26,6 +26,7 @@ ROUTES = {
     "qwen-on-vllm": ModelRoute(chat_targets=(ChatTarget(vllm_extensions=True),)),
     "gpt-on-openai": ModelRoute(chat_targets=(ChatTarget(),)),
     "with-a-fallback": ModelRoute(chat_targets=(ChatTarget(), ChatTarget(vllm_extensions=True))),
+    "unserved": ModelRoute(),
 }
 
 
@@ -145,12 +146,20 @@ PER_REQUEST: list[tuple[str, Any, str, str | None, str | None, str]] = [
     ("no messages", request(messages=[]), "invalid_messages", "params.messages", "req-1", "non-empty"),
     ("a model not offered", request(model="gpt-9"), "model_not_found", "params.model", "req-1", "'gpt-9'"),
     (
+        "a model no upstream serves",
+        request(model="unserved"),
+        "model_not_found",
+        "params.model",
+        "req-1",
+        "No upstream",
+    ),
+    (
         "untranslatable for the OpenAI-compatible upstream",
         request(model="gpt-on-openai", top_k=5),
         "unsupported_parameter",
         "params.top_k",
         "req-1",
-        "'top_k'",
+        "'params.top_k': this OpenAI-compatible upstream has no top-k sampling",
     ),
     (
         "thinking on an OpenAI-compatible upstream",

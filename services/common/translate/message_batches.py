@@ -214,12 +214,15 @@ class RequestChecker:
                 first = first or exc
             else:
                 return None
-        message = first.message if first is not None else "no upstream serves it."
+        if first is None:
+            return "model_not_found", f"No upstream serves the model {model!r}.", "params.model"
+        param = f"params.{first.param}" if first.param else "params"
+        message = first.message.replace(f"'{first.param}'", f"'{param}'", 1)  # the path within the request
         why = (
             f"The model {model!r} runs on an OpenAI-compatible upstream here, and this request "
             f"cannot be translated for it: {message}"
         )
-        return "unsupported_parameter", why, f"params.{first.param}" if first and first.param else "params"
+        return "unsupported_parameter", why, param
 
 
 def check_create(
