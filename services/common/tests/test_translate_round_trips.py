@@ -241,6 +241,13 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=15,
 )
+
+
+def some_fields(*names: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Up to four of `names`, each holding any JSON."""
+    return st.dictionaries(st.sampled_from(names), JSON, max_size=4)
+
+
 BLOCKISH = st.fixed_dictionaries(
     {"type": st.sampled_from(["text", "image", "document", "tool_use", "tool_result", "thinking", "x"])},
     optional={
@@ -264,21 +271,8 @@ TURN = st.fixed_dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(
     messages=JSON | st.lists(TURN | JSON, max_size=3),
-    fields=st.dictionaries(
-        st.sampled_from(
-            [
-                "system",
-                "tools",
-                "tool_choice",
-                "metadata",
-                "output_config",
-                "stop_sequences",
-                "top_k",
-                "thinking",
-            ]
-        ),
-        JSON,
-        max_size=4,
+    fields=some_fields(
+        "system", "tools", "tool_choice", "metadata", "output_config", "stop_sequences", "top_k", "thinking"
     ),
 )
 def test_an_anthropic_request_translates_or_is_refused_never_crashes(
@@ -322,25 +316,19 @@ OPENAI_TURN = st.fixed_dictionaries(
 @settings(max_examples=200, deadline=None)
 @given(
     messages=JSON | st.lists(OPENAI_TURN | JSON, max_size=3),
-    fields=st.dictionaries(
-        st.sampled_from(
-            [
-                "n",
-                "logprobs",
-                "modalities",
-                "audio",
-                "response_format",
-                "temperature",
-                "stop",
-                "user",
-                "tools",
-                "tool_choice",
-                "parallel_tool_calls",
-                "max_tokens",
-            ]
-        ),
-        JSON,
-        max_size=4,
+    fields=some_fields(
+        "n",
+        "logprobs",
+        "modalities",
+        "audio",
+        "response_format",
+        "temperature",
+        "stop",
+        "user",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_tokens",
     ),
 )
 def test_an_openai_request_translates_or_is_refused_never_crashes(
