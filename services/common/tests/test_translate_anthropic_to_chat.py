@@ -450,6 +450,22 @@ REFUSALS: list[tuple[str, dict[str, Any], ChatTarget, str, str]] = [
         "media_type",
     ),
     (
+        "an image whose media type is not a string",
+        params(
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "source": {"type": "base64", "media_type": {}, "data": "x"}}
+                    ],
+                }
+            ]
+        ),
+        OPENAI,
+        "messages[0].content[0].source",
+        "media_type",
+    ),
+    (
         "a plain-text document",
         params(
             messages=[

@@ -248,11 +248,19 @@ def some_fields(*names: str) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(st.sampled_from(names), JSON, max_size=4)
 
 
+SOURCE = JSON | st.fixed_dictionaries(
+    {"type": st.sampled_from(["base64", "url", "file", "text"])},
+    optional={
+        "media_type": JSON | st.sampled_from(["image/png", "application/pdf"]),
+        "data": JSON,
+        "url": JSON,
+    },
+)
 BLOCKISH = st.fixed_dictionaries(
     {"type": st.sampled_from(["text", "image", "document", "tool_use", "tool_result", "thinking", "x"])},
     optional={
         "text": JSON,
-        "source": JSON,
+        "source": SOURCE,
         "id": JSON,
         "name": JSON,
         "input": JSON,

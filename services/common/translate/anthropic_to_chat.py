@@ -113,7 +113,11 @@ def _image_part(block: Mapping[str, Any], param: str) -> JsonObject:
     kind = source.get("type") if isinstance(source, dict) else None
     if kind == "base64" and isinstance(source, dict):
         media_type, data = source.get("media_type"), source.get("data")
-        if media_type not in IMAGE_MEDIA_TYPES or not isinstance(data, str):
+        if (
+            not isinstance(media_type, str)
+            or media_type not in IMAGE_MEDIA_TYPES
+            or not isinstance(data, str)
+        ):
             raise _refuse(f"{param}.source", "needs a JPEG, PNG, GIF or WebP 'media_type' and base64 'data'")
         return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{data}"}}
     if kind == "url" and isinstance(source, dict) and isinstance(source.get("url"), str):
