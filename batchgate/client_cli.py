@@ -21,10 +21,10 @@ from batchgate.api_client import ApiClient, ApiFailure, save_to
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
 from services.common.config import load_settings
+from services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
 
 BASE_URL_ENV = "BATCHGATE_BASE_URL"
 API_KEY_ENV = "BATCHGATE_API_KEY"
-TERMINAL = ("completed", "failed", "expired", "cancelled")
 PRIORITIES = ("standard", "expedited")
 
 Handler = Callable[[argparse.Namespace, ApiClient], ExitCode]
@@ -144,7 +144,7 @@ def _priority(text: str) -> str | int:
 def _wait(api: ApiClient, batch: dict[str, Any], poll_s: float) -> dict[str, Any]:
     display = ProgressDisplay(sys.stderr, batch["id"])
     try:
-        while batch["status"] not in TERMINAL:
+        while batch["status"] not in BATCH_TERMINAL:
             display.update(batch)
             time.sleep(poll_s)
             batch = api.get_batch(batch["id"])
@@ -169,7 +169,7 @@ def _finished(api: ApiClient, batch: dict[str, Any], args: argparse.Namespace) -
     _download_outputs(api, batch, Path(args.output_dir))
     if args.json:
         _print_json(batch)
-    if batch["status"] == "completed":
+    if batch["status"] == BatchStatus.COMPLETED:
         return ExitCode.OK
     errors = (batch.get("errors") or {}).get("data") or []
     reason = f": {errors[0].get('message')}" if errors else ""
@@ -406,7 +406,9 @@ def add_commands(sub: Any) -> None:
         verbs, "results", cmd_batches_results, "stream a batch's per-item results (JSONL)", "batch_id"
     )
     results.add_argument("--partial", action="store_true", help="what is finished so far, while it runs")
-    results.add_argument("--state", choices=("succeeded", "failed"), help="only these outcomes")
+    results.add_argument(
+        "--state", choices=(ItemState.SUCCEEDED.value, ItemState.FAILED.value), help="only these outcomes"
+    )
     results.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     files = sub.add_parser("files", help="upload, list, inspect, download and delete files")

@@ -1,9 +1,4 @@
-"""The batch lifecycle: which status may follow which, and the one way to change it.
-
-    validating ─▶ in_progress ─▶ finalizing ─▶ completed | expired | cancelled
-        │              │              ▲
-        ▼              ▼              │
-      failed       cancelling ────────┘
+"""The one way to change a batch's status (the lifecycle itself is `states.BATCH_TRANSITIONS`).
 
 Every change is a conditional UPDATE from the allowed previous statuses, stamping the
 matching `<status>_at` column, so concurrent actors (several scheduler or results replicas)
@@ -20,27 +15,17 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.schema import batches
+from services.common.states import BATCH_TRANSITIONS, BatchStatus
 
-ALLOWED_FROM: dict[str, tuple[str, ...]] = {
-    "in_progress": ("validating",),
-    "failed": ("validating",),
-    "cancelling": ("in_progress",),
-    "finalizing": ("in_progress", "cancelling"),
-    "completed": ("finalizing",),
-    "expired": ("finalizing",),
-    "cancelled": ("finalizing",),
-}
-TERMINAL = ("failed", "completed", "expired", "cancelled")
-OPEN = ("validating", "in_progress", "finalizing", "cancelling")
-TIMESTAMP_COLUMN = {status: f"{status}_at" for status in ALLOWED_FROM}
+TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 
 
-async def transition(conn: AsyncConnection, batch_id: str, to: str, **values: Any) -> bool:
+async def transition(conn: AsyncConnection, batch_id: str, to: BatchStatus, **values: Any) -> bool:
     """Move `batch_id` to `to` if its current status allows it; returns whether it moved."""
     values = {"status": to, TIMESTAMP_COLUMN[to]: time.time(), **values}
     result = await conn.execute(
         update(batches)
-        .where(batches.c.id == batch_id, batches.c.status.in_(ALLOWED_FROM[to]))
+        .where(batches.c.id == batch_id, batches.c.status.in_(BATCH_TRANSITIONS[to]))
         .values(**values)
     )
     return result.rowcount == 1

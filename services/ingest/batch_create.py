@@ -41,6 +41,7 @@ from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
 from services.common.jsonl import dumps_line, one_line
+from services.common.states import BatchStatus, FilePurpose, FileStatus, ItemState
 from services.common.storage import BlobWriter, read_lines, reclaim_owned
 from services.common.webhook_urls import check_webhook_url
 from services.ingest.budgets import check_budgets
@@ -306,7 +307,7 @@ class BatchCreator:
             rejected = (
                 await conn.execute(
                     select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
-                    .where(items.c.batch_id == batch, items.c.state == "rejected")
+                    .where(items.c.batch_id == batch, items.c.state == ItemState.REJECTED)
                     .order_by(items.c.idx)
                     .limit(self._settings.rejected_preview_max)
                 )
@@ -315,7 +316,7 @@ class BatchCreator:
         return CreateResult(row, preview, replayed=True)
 
     def _check_source(self, source: Row[Any]) -> None:
-        if source.purpose != "batch":
+        if source.purpose != FilePurpose.BATCH:
             raise errors.invalid(
                 f"File {source.id!r} has purpose {source.purpose!r}; batches need 'batch'.",
                 "invalid_input_file",
@@ -350,7 +351,7 @@ class BatchCreator:
                     endpoint=request.endpoint,
                     input_file_id=draft.input_file,
                     completion_window=request.completion_window,
-                    status="validating",
+                    status=BatchStatus.VALIDATING,
                     created_at=now,
                     expires_at=now + window_seconds(request.completion_window),
                     metadata=orjson.dumps(dict(request.metadata)).decode() if request.metadata else None,
@@ -390,7 +391,13 @@ class BatchCreator:
         async with self._db.write() as conn:
             if inline is not None:
                 await self._publish(
-                    conn, inline, draft.input_file, project, "inline-requests.jsonl", "batch", checked.total
+                    conn,
+                    inline,
+                    draft.input_file,
+                    project,
+                    "inline-requests.jsonl",
+                    FilePurpose.BATCH,
+                    checked.total,
                 )
             rejected_file = None
             if rejections.count:
@@ -401,7 +408,7 @@ class BatchCreator:
                     rejected_file,
                     project,
                     f"{draft.batch}_rejected_records.jsonl",
-                    "batch_output",
+                    FilePurpose.BATCH_OUTPUT,
                     rejections.count,
                     batch_id=draft.batch,
                     lifetime_s=options.output_expiry_s,
@@ -409,7 +416,7 @@ class BatchCreator:
             moved = await batch_status.transition(
                 conn,
                 draft.batch,
-                "in_progress",
+                BatchStatus.IN_PROGRESS,
                 total=checked.total,
                 rejected_count=rejections.count,
                 failed_count=rejections.count,
@@ -493,7 +500,7 @@ class BatchCreator:
                 rejected_file,
                 project_id,
                 "rejected_records.jsonl",
-                "batch_output",
+                FilePurpose.BATCH_OUTPUT,
                 rejections.count,
             )
         raise errors.invalid(
@@ -512,7 +519,7 @@ class BatchCreator:
         ident: str,
         project_id: str,
         filename: str,
-        purpose: str,
+        purpose: FilePurpose,
         line_count: int,
         batch_id: str | None = None,
         lifetime_s: int | None = None,
@@ -528,7 +535,7 @@ class BatchCreator:
                 bytes=writer.size,
                 line_count=line_count,
                 blob_id=await writer.finish(conn),
-                status="processed",
+                status=FileStatus.PROCESSED,
                 created_at=now,
                 expires_at=now + (lifetime_s or self._settings.file_expiry_days * 86400),
                 batch_id=batch_id,
@@ -573,7 +580,7 @@ async def discard_batch(db: Database, batch: str) -> None:
     """Remove a batch that never left `validating`, with its items and unpublished blobs."""
     async with db.write() as conn:
         gone = await conn.execute(
-            delete(batches).where(batches.c.id == batch, batches.c.status == "validating")
+            delete(batches).where(batches.c.id == batch, batches.c.status == BatchStatus.VALIDATING)
         )
         if gone.rowcount:
             await conn.execute(delete(items).where(items.c.batch_id == batch))
@@ -588,7 +595,7 @@ async def sweep_stale_creates(db: Database, older_than_s: float) -> int:
             (
                 await conn.execute(
                     select(batches.c.id).where(
-                        batches.c.status == "validating", batches.c.created_at < cutoff
+                        batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < cutoff
                     )
                 )
             )

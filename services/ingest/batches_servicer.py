@@ -13,11 +13,11 @@ from batchgate.v1 import batches_pb2, batches_pb2_grpc
 from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
 from services.common.auth import principal
-from services.common.batch_status import ALLOWED_FROM
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import json_object_has
 from services.common.db.schema import batches
+from services.common.states import BATCH_TRANSITIONS, BatchStatus
 from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
@@ -26,7 +26,7 @@ from services.ingest.views import batch_message
 log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
-LISTED_STATUSES = tuple(ALLOWED_FROM)  # a batch is listed once it left `validating`
+LISTED_STATUSES = tuple(BATCH_TRANSITIONS)  # a batch is listed once it left `validating`
 
 
 class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
@@ -83,7 +83,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     ) -> batches_pb2.ListBatchesResponse:
         limit = paging.page_limit(request, default=20, maximum=100)
         project = principal().project_id
-        query = select(batches).where(batches.c.project_id == project, batches.c.status != "validating")
+        query = select(batches).where(
+            batches.c.project_id == project, batches.c.status != BatchStatus.VALIDATING
+        )
         for condition in self._list_filters(request):
             query = query.where(condition)
         async with self._db.read() as conn:
@@ -130,7 +132,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.read() as conn:
             found = await visible_batch(conn, project, request.batch_id)
         row = found
-        if found.status == "in_progress":
+        if found.status == BatchStatus.IN_PROGRESS:
             try:
                 await self._scheduler.CancelBatch(
                     scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
@@ -141,7 +143,10 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 ) from exc
             async with self._db.read() as conn:
                 row = await visible_batch(conn, project, request.batch_id)
-        being_cancelled = row.status in ("cancelling", "cancelled") or row.end_status == "cancelled"
+        being_cancelled = (
+            row.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED)
+            or row.end_status == BatchStatus.CANCELLED
+        )
         if not being_cancelled:
             raise errors.conflict(
                 f"Batch '{row.id}' is {found.status} and can no longer be cancelled.", "batch_not_cancellable"

@@ -17,16 +17,15 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files
 from services.common.ids import file_id
+from services.common.states import ACCEPTED_PURPOSES, BATCH_OPEN, BatchStatus, FileStatus
 from services.common.storage import BlobWriter, delete_blob, read_blob
 from services.ingest.lookup import check_cursor, visible_file
 from services.ingest.upload import receive_upload
 from services.ingest.views import file_message
 
-ACCEPTED_PURPOSES = ("batch",)
 FORM_FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")  # besides `file`
 MIN_EXPIRY_S = 3600
 MAX_EXPIRY_S = 30 * 24 * 3600
-OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
 JSONL = "application/jsonl"
 
 
@@ -70,7 +69,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         purpose = fields.get("purpose")
         if (final or purpose is not None) and purpose not in ACCEPTED_PURPOSES:
             raise errors.invalid(
-                f"'purpose' must be one of {list(ACCEPTED_PURPOSES)}, not {purpose!r}.",
+                f"'purpose' must be one of {[p.value for p in ACCEPTED_PURPOSES]}, not {purpose!r}.",
                 "invalid_purpose",
                 "purpose",
             )
@@ -103,7 +102,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
                         bytes=upload.size,
                         line_count=upload.line_count,
                         blob_id=blob,
-                        status="processed",
+                        status=FileStatus.PROCESSED,
                         created_at=now,
                         expires_at=expires_at,
                     )
@@ -162,11 +161,11 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
             readers = (
                 await conn.execute(
                     select(batches.c.id, batches.c.status).where(
-                        and_(batches.c.input_file_id == row.id, batches.c.status.in_(OPEN_BATCH_STATUSES))
+                        and_(batches.c.input_file_id == row.id, batches.c.status.in_(BATCH_OPEN))
                     )
                 )
             ).all()
-            running = [r.id for r in readers if r.status != "validating"]
+            running = [r.id for r in readers if r.status != BatchStatus.VALIDATING]
             if running:
                 raise errors.conflict(
                     f"File '{row.id}' is the input of batch '{running[0]}', which is still running.",

@@ -14,6 +14,7 @@ from typing import Any
 from services.common.db import Database
 from services.common.db.dialect import insert_rows
 from services.common.db.schema import items
+from services.common.states import ItemState
 from services.ingest.validation import Accepted, Rejected
 
 INSERT_CHUNK = 500
@@ -30,7 +31,7 @@ def item_row(
             "idx": index,
             "line": line,
             "custom_id": outcome.custom_id,
-            "state": "queued",
+            "state": ItemState.QUEUED,
             "body": outcome.body,
             "traceparent": traceparent,
             "error_code": None,
@@ -42,7 +43,7 @@ def item_row(
         "idx": index,
         "line": line,
         "custom_id": outcome.custom_id,
-        "state": "rejected",
+        "state": ItemState.REJECTED,
         "body": None,
         "traceparent": None,
         "error_code": outcome.code,

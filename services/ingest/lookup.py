@@ -17,6 +17,7 @@ from services.common.db import Database
 from services.common.db.dialect import lock_rows
 from services.common.db.schema import batches, files
 from services.common.ids import plausible_id
+from services.common.states import BatchStatus
 
 
 async def visible_file(
@@ -49,7 +50,9 @@ async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> R
     row = (
         await conn.execute(
             select(batches).where(
-                batches.c.id == ident, batches.c.project_id == project_id, batches.c.status != "validating"
+                batches.c.id == ident,
+                batches.c.project_id == project_id,
+                batches.c.status != BatchStatus.VALIDATING,
             )
         )
     ).first()

@@ -39,8 +39,9 @@ from services.common.db import Database
 from services.common.db.schema import batches, files, items
 from services.common.faults import crash_point
 from services.common.ids import file_id
+from services.common.states import BATCH_RUNNING, ITEM_CLOSED, BatchStatus, FilePurpose, FileStatus, ItemState
 from services.common.storage import BlobWriter, reclaim_owned
-from services.results.lines import LINE_COLUMNS, SUCCEEDED, LineRenderer
+from services.results.lines import LINE_COLUMNS, LineRenderer
 from services.results.metrics import ResultsMetrics, error_code
 from services.results.webhook_events import enqueue_batch_event
 
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 PAGE_ROWS = 2000
 WRITE_TRIES = 4  # a write failing on the database is tried this often while the claim is ours
 WRITE_RETRY_S = 0.2  # times the try number
-CLOSED_STATES = ("cancelled", "expired", "rejected")  # outcomes no executor reported
 SPANS_PER_TURN = 500  # write spans made between two yields to the event loop
 
 
@@ -130,19 +130,19 @@ class Finalizer:
             if row is None:
                 return None
             claimed = _Claimed(row.created_at, row.traceparent)
-            if row.status in ("in_progress", "cancelling"):
+            if row.status in BATCH_RUNNING:
                 if row.completed_count + row.failed_count < row.total:
                     return None
                 moved = await batch_status.transition(
-                    conn, batch_id, "finalizing", finalize_lease_until=lease_until
+                    conn, batch_id, BatchStatus.FINALIZING, finalize_lease_until=lease_until
                 )
                 return claimed if moved else None
-            if row.status == "finalizing":
+            if row.status == BatchStatus.FINALIZING:
                 result = await conn.execute(
                     update(batches)
                     .where(
                         batches.c.id == batch_id,
-                        batches.c.status == "finalizing",
+                        batches.c.status == BatchStatus.FINALIZING,
                         or_(batches.c.finalize_lease_until.is_(None), batches.c.finalize_lease_until < now),
                     )
                     .values(finalize_lease_until=lease_until)
@@ -154,7 +154,7 @@ class Finalizer:
         async with self._db.write() as conn:
             await conn.execute(
                 update(batches)
-                .where(batches.c.id == batch_id, batches.c.status == "finalizing")
+                .where(batches.c.id == batch_id, batches.c.status == BatchStatus.FINALIZING)
                 .values(finalize_lease_until=until)
             )
 
@@ -251,7 +251,7 @@ class Finalizer:
         async with self._db.read() as conn:
             rows = await conn.execute(
                 select(items.c.state, items.c.error_code, func.count())
-                .where(items.c.batch_id == batch_id, items.c.state.in_(CLOSED_STATES))
+                .where(items.c.batch_id == batch_id, items.c.state.in_(ITEM_CLOSED))
                 .group_by(items.c.state, items.c.error_code)
             )
             return Counter({(state, error_code(code, None)): count for state, code, count in rows})
@@ -273,7 +273,7 @@ class Finalizer:
                 row.traceparent,
                 {
                     **telemetry.item_attributes(batch_id, row.idx, row.custom_id),
-                    "batchgate.file": "output" if row.state == SUCCEEDED else "error",
+                    "batchgate.file": "output" if row.state == ItemState.SUCCEEDED else "error",
                 },
                 start_ns=started_ns,
             )
@@ -306,17 +306,17 @@ class Finalizer:
                         id=ids[kind],
                         project_id=batch.project_id,
                         filename=f"{batch_id}_{kind}.jsonl",
-                        purpose="batch_output",
+                        purpose=FilePurpose.BATCH_OUTPUT,
                         bytes=writer.size,
                         line_count=counts[kind],
                         blob_id=blob,
-                        status="processed",
+                        status=FileStatus.PROCESSED,
                         created_at=now,
                         expires_at=now + lifetime,
                         batch_id=batch_id,
                     )
                 )
-            end = batch.end_status or "completed"
+            end = BatchStatus(batch.end_status or BatchStatus.COMPLETED)
             moved = await batch_status.transition(
                 conn,
                 batch_id,

@@ -22,10 +22,7 @@ import orjson
 
 from services.common.db.schema import items
 from services.common.jsonl import one_line
-
-SUCCEEDED = "succeeded"
-FAILED_STATES = ("failed", "cancelled", "expired", "rejected")
-FINISHED_STATES = (SUCCEEDED, *FAILED_STATES)
+from services.common.states import ItemState
 
 # The item columns a line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -94,5 +91,5 @@ class LineRenderer:
         good: list[bytes] = []
         bad: list[bytes] = []
         for row in rows:
-            (good if row[STATE] == SUCCEEDED else bad).append(self.line(row))
+            (good if row[STATE] == ItemState.SUCCEEDED else bad).append(self.line(row))
         return good, bad

@@ -28,13 +28,12 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import lock_rows
 from services.common.db.schema import batches, items, usage_events
+from services.common.states import ITEM_OPEN, ITEM_REPORTED, ItemState, UsageSource
 from services.results.metrics import ResultsMetrics, error_code
 from services.results.pricing import item_cost
 
 SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
 FAILED = recorder_pb2.OUTCOME_STATE_FAILED
-TERMINAL_ITEM_STATES = ("succeeded", "failed")
-OPEN_ITEM_STATES = ("leased", "queued")
 
 
 @dataclass
@@ -65,7 +64,7 @@ _STORE = (
         items.c.idx == bindparam("b_idx"),
         items.c.attempt == bindparam("b_attempt"),
         # not IN (…): an expanding parameter cannot go through executemany
-        or_(*(items.c.state == state for state in OPEN_ITEM_STATES)),
+        or_(*(items.c.state == state for state in ITEM_OPEN)),
     )
     .values(
         state=bindparam("state"),
@@ -145,10 +144,10 @@ class Recorder:
             ref = outcome.ref
             item = current.get(ref.index)
             same_lease = item is not None and ref.attempt > 0 and item.attempt == ref.attempt
-            if same_lease and (item.state in TERMINAL_ITEM_STATES or ref.index in taken):
+            if same_lease and (item.state in ITEM_REPORTED or ref.index in taken):
                 summary.duplicates += 1
                 result = "duplicate"
-            elif same_lease and item.state in OPEN_ITEM_STATES and outcome.state in (SUCCEEDED, FAILED):
+            elif same_lease and item.state in ITEM_OPEN and outcome.state in (SUCCEEDED, FAILED):
                 rows.append(self._row(batch_id, outcome, batch.discount, now))
                 taken.add(ref.index)
                 result = "accepted"
@@ -161,7 +160,10 @@ class Recorder:
         if not rows:
             return
         summary.outcomes.update(
-            (r["state"], "" if r["state"] == "succeeded" else error_code(r["error_code"], r["status_code"]))
+            (
+                r["state"],
+                "" if r["state"] == ItemState.SUCCEEDED else error_code(r["error_code"], r["status_code"]),
+            )
             for r in rows
         )
         await conn.execute(_STORE, rows)
@@ -170,7 +172,7 @@ class Recorder:
             [
                 {
                     "created_at": now,
-                    "source": "batch",
+                    "source": UsageSource.BATCH,
                     "project_id": batch.project_id,
                     "api_key_id": batch.api_key_id,
                     "batch_id": batch_id,
@@ -185,7 +187,7 @@ class Recorder:
                 for r in rows
             ],
         )
-        succeeded = sum(1 for r in rows if r["state"] == "succeeded")
+        succeeded = sum(1 for r in rows if r["state"] == ItemState.SUCCEEDED)
         result = await conn.execute(
             update(batches)
             .where(batches.c.id == batch_id)
@@ -214,7 +216,7 @@ class Recorder:
             "b_batch": batch_id,
             "b_idx": outcome.ref.index,
             "b_attempt": outcome.ref.attempt,
-            "state": "succeeded" if outcome.state == SUCCEEDED else "failed",
+            "state": ItemState.SUCCEEDED if outcome.state == SUCCEEDED else ItemState.FAILED,
             "status_code": outcome.status_code or None,
             "response": outcome.response_body if outcome.status_code else None,
             "request_id": outcome.request_id or None,
@@ -251,7 +253,7 @@ def _record_span(traced: _Traced, started_ns: int) -> None:
             **telemetry.item_attributes(outcome.ref.batch_id, outcome.ref.index, traced.custom_id),
             "batchgate.lease.attempt": outcome.ref.attempt,
             "batchgate.record.result": traced.result,
-            "batchgate.outcome": "succeeded" if outcome.state == SUCCEEDED else "failed",
+            "batchgate.outcome": ItemState.SUCCEEDED if outcome.state == SUCCEEDED else ItemState.FAILED,
             "batchgate.cost_usd": traced.cost_usd,
         },
         start_ns=started_ns,

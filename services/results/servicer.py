@@ -14,14 +14,15 @@ from sqlalchemy import Row, select
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
-from services.common import batch_status, errors, paging
+from services.common import errors, paging
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.db import Database
 from services.common.db.schema import batches
 from services.common.ids import plausible_id
+from services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, BatchStatus, ItemState
 from services.results.finalize import Finalizer, item_pages
-from services.results.lines import FAILED_STATES, FINISHED_STATES, SUCCEEDED, LineRenderer
+from services.results.lines import LineRenderer
 from services.results.recorder import Recorder
 from services.results.usage import (
     EVENTS_PAGE_DEFAULT,
@@ -37,7 +38,11 @@ from services.results.webhook_views import delivery_messages
 
 log = logging.getLogger(__name__)
 
-STATE_FILTERS = {"": FINISHED_STATES, "succeeded": (SUCCEEDED,), "failed": FAILED_STATES}
+STATE_FILTERS = {
+    "": ITEM_FINISHED,
+    ItemState.SUCCEEDED: (ItemState.SUCCEEDED,),
+    ItemState.FAILED: ITEM_FAILED,
+}
 
 
 class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
@@ -81,7 +86,7 @@ async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
                 select(batches.c.id, batches.c.status).where(
                     batches.c.id == batch_id,
                     batches.c.project_id == principal().project_id,
-                    batches.c.status != "validating",
+                    batches.c.status != BatchStatus.VALIDATING,
                 )
             )
         ).first()
@@ -100,7 +105,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
         if request.state not in STATE_FILTERS:
             raise errors.invalid("'state' must be 'succeeded' or 'failed'.", "invalid_state", "state")
         row = await visible_batch(self._db, request.batch_id)
-        if row.status not in batch_status.TERMINAL and not request.partial:
+        if row.status not in BATCH_TERMINAL and not request.partial:
             raise errors.conflict(
                 f"Batch '{row.id}' is {row.status}; pass partial=true for the results so far.",
                 "batch_not_finished",

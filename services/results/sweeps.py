@@ -10,6 +10,7 @@ from sqlalchemy import or_, select
 
 from services.common.db import Database
 from services.common.db.schema import batches
+from services.common.states import BATCH_RUNNING, BatchStatus
 from services.results.finalize import Finalizer
 
 log = logging.getLogger(__name__)
@@ -23,9 +24,9 @@ async def due_batches(db: Database) -> list[str]:
                 await conn.execute(
                     select(batches.c.id).where(
                         or_(
-                            (batches.c.status.in_(("in_progress", "cancelling")))
+                            (batches.c.status.in_(BATCH_RUNNING))
                             & (batches.c.completed_count + batches.c.failed_count >= batches.c.total),
-                            (batches.c.status == "finalizing")
+                            (batches.c.status == BatchStatus.FINALIZING)
                             & (
                                 batches.c.finalize_lease_until.is_(None)
                                 | (batches.c.finalize_lease_until < now)

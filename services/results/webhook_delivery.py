@@ -25,6 +25,7 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import skip_locked
 from services.common.db.schema import projects, webhook_attempts, webhook_deliveries
+from services.common.states import DeliveryStatus
 from services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
 from services.results.webhook_events import signed_headers
 
@@ -69,7 +70,7 @@ class WebhookDeliverer:
         """Take up to `limit` due deliveries for one attempt each."""
         now = time.time()
         max_attempts = self._settings.webhook_max_attempts
-        lapsed = (deliveries.status == "pending", deliveries.next_attempt_at <= now)
+        lapsed = (deliveries.status == DeliveryStatus.PENDING, deliveries.next_attempt_at <= now)
         async with self._db.read() as conn:  # idle polls stay reads: SQLite has one writer
             if not (await conn.execute(select(exists().where(*lapsed)))).scalar():
                 return []
@@ -78,7 +79,7 @@ class WebhookDeliverer:
             await conn.execute(
                 update(webhook_deliveries)
                 .where(*lapsed, deliveries.attempts >= max_attempts)
-                .values(status="failed", next_attempt_at=None)
+                .values(status=DeliveryStatus.FAILED, next_attempt_at=None)
             )
             # Two statements, not `id IN (SELECT … LIMIT n SKIP LOCKED)`: PostgreSQL may re-run
             # such a sub-select per row and take more than `limit`.
@@ -94,7 +95,7 @@ class WebhookDeliverer:
             rows = (
                 await conn.execute(
                     update(webhook_deliveries)
-                    .where(deliveries.id.in_(ids), deliveries.status == "pending")
+                    .where(deliveries.id.in_(ids), deliveries.status == DeliveryStatus.PENDING)
                     .values(
                         attempts=deliveries.attempts + 1,
                         next_attempt_at=now + self._settings.webhook_timeout_s + CLAIM_SLACK_S,
@@ -152,9 +153,9 @@ class WebhookDeliverer:
         """Store the attempt's outcome; the delivery's only while this attempt is its current one."""
         now = time.time()
         if error is None:
-            outcome = {"status": "delivered", "delivered_at": now, "next_attempt_at": None}
+            outcome = {"status": DeliveryStatus.DELIVERED, "delivered_at": now, "next_attempt_at": None}
         elif claim.attempt >= self._settings.webhook_max_attempts:
-            outcome = {"status": "failed", "next_attempt_at": None}
+            outcome = {"status": DeliveryStatus.FAILED, "next_attempt_at": None}
         else:
             outcome = {"next_attempt_at": now + retry_delay_s(self._settings, claim.attempt)}
         async with self._db.write() as conn:
@@ -171,7 +172,7 @@ class WebhookDeliverer:
                 .where(
                     deliveries.id == claim.delivery_id,
                     deliveries.attempts == claim.attempt,
-                    deliveries.status == "pending",
+                    deliveries.status == DeliveryStatus.PENDING,
                 )
                 .values(last_status_code=status_code, last_error=error, **outcome)
             )

@@ -23,14 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.schema import batches, webhook_deliveries
 from services.common.ids import new_id
+from services.common.states import BATCH_TERMINAL, DeliveryStatus
 
 EVENT_OBJECT = "batch.event"
 EVENT_ID_HEADER = "Batchgate-Event-Id"
 TIMESTAMP_HEADER = "Batchgate-Timestamp"
 SIGNATURE_HEADER = "Batchgate-Signature"
 SIGNATURE_VERSION = "v1"
-# `failed` is listed for receivers' sake: today a create with no valid record creates no batch.
-END_STATUSES = ("completed", "expired", "cancelled", "failed")
 
 
 def _stamp(value: float | None) -> int | None:
@@ -75,7 +74,7 @@ def event_payload(batch: Row[Any], event_id: str) -> dict[str, Any]:
 async def enqueue_batch_event(conn: AsyncConnection, batch_id: str) -> bool:
     """Queue the end event of `batch_id` if it has a webhook; call in the ending transaction."""
     batch = (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
-    if not batch.webhook_url or batch.status not in END_STATUSES:
+    if not batch.webhook_url or batch.status not in BATCH_TERMINAL:
         return False
     event_id = new_id("evt_")
     now = time.time()
@@ -87,7 +86,7 @@ async def enqueue_batch_event(conn: AsyncConnection, batch_id: str) -> bool:
             url=batch.webhook_url,
             event_type=f"batch.{batch.status}",
             payload=orjson.dumps(event_payload(batch, event_id)).decode(),
-            status="pending",
+            status=DeliveryStatus.PENDING,
             attempts=0,
             created_at=now,
             next_attempt_at=now,

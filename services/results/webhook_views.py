@@ -11,6 +11,7 @@ from batchgate.v1 import results_pb2
 from services.common import proto_values as pv
 from services.common.db import Database
 from services.common.db.schema import webhook_attempts, webhook_deliveries
+from services.common.states import DeliveryStatus
 
 
 async def delivery_messages(db: Database, batch_id: str) -> list[results_pb2.WebhookDelivery]:
@@ -49,7 +50,9 @@ async def delivery_messages(db: Database, batch_id: str) -> list[results_pb2.Web
             url=r.url,
             status=r.status,
             created_at=int(r.created_at),
-            next_attempt_at=pv.number_or_null(r.next_attempt_at if r.status == "pending" else None),
+            next_attempt_at=pv.number_or_null(
+                r.next_attempt_at if r.status == DeliveryStatus.PENDING else None
+            ),
             delivered_at=pv.number_or_null(r.delivered_at),
             attempt_count=r.attempts,
             attempts=attempts[r.id],

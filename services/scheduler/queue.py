@@ -36,6 +36,7 @@ from sqlalchemy import bindparam, exists, func, select, update
 from services.common.db import Database
 from services.common.db.dialect import in_skip_locked, lock_rows, notify, upsert
 from services.common.db.schema import batches, executor_sessions, items
+from services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemErrorCode, ItemState
 from services.scheduler.fairness import Candidate, allocate, top_group
 from services.scheduler.work_signal import WORK_CHANNEL
 
@@ -44,8 +45,14 @@ LEASE_ROUNDS = 3
 LAPSED_MEMORY_S = 86_400.0  # an ended session is remembered (refused) this long
 
 CLOSE_CODES = {
-    "cancelled": ("batch_cancelled", "This request was not executed because the batch was cancelled."),
-    "expired": ("batch_expired", "This request could not be executed before the completion window expired."),
+    BatchStatus.CANCELLED: (
+        ItemErrorCode.BATCH_CANCELLED,
+        "This request was not executed because the batch was cancelled.",
+    ),
+    BatchStatus.EXPIRED: (
+        ItemErrorCode.BATCH_EXPIRED,
+        "This request could not be executed before the completion window expired.",
+    ),
 }
 
 
@@ -90,7 +97,7 @@ class Closing:
     `hard` also closes the leased ones (its window passed: late results are refused)."""
 
     batch_id: str
-    end: str
+    end: BatchStatus
     hard: bool
 
 
@@ -108,7 +115,7 @@ _UPDATE_LEASE = update(items).where(
     items.c.batch_id == bindparam("b"),
     items.c.idx == bindparam("i"),
     items.c.attempt == bindparam("a"),
-    items.c.state == "leased",
+    items.c.state == ItemState.LEASED,
 )
 
 
@@ -133,7 +140,7 @@ def _outranks(candidate: Candidate, outrank: tuple[int, int] | None) -> bool:
 
 def _still_running(batch_id: str, now: float) -> Any:
     return exists().where(
-        batches.c.id == batch_id, batches.c.status == "in_progress", batches.c.expires_at > now
+        batches.c.id == batch_id, batches.c.status == BatchStatus.IN_PROGRESS, batches.c.expires_at > now
     )
 
 
@@ -154,7 +161,7 @@ class Queue:
         (`project_rank`), so a project with hundreds of queued batches cannot push another
         project's only batch out of the candidates.
         """
-        has_queued = exists().where(items.c.batch_id == batches.c.id, items.c.state == "queued")
+        has_queued = exists().where(items.c.batch_id == batches.c.id, items.c.state == ItemState.QUEUED)
         priority_order = (batches.c.priority_tier.desc(), batches.c.priority.desc())
         ranked = (
             select(
@@ -169,7 +176,7 @@ class Queue:
                 .over(partition_by=batches.c.project_id, order_by=(*priority_order, batches.c.created_at))
                 .label("project_rank"),
             )
-            .where(batches.c.status == "in_progress", batches.c.expires_at > now, has_queued)
+            .where(batches.c.status == BatchStatus.IN_PROGRESS, batches.c.expires_at > now, has_queued)
             .subquery()
         )
         query = (
@@ -275,7 +282,7 @@ class Queue:
                     )
                     .join(batches, batches.c.id == items.c.batch_id)
                     .where(
-                        items.c.state == "leased",
+                        items.c.state == ItemState.LEASED,
                         items.c.leased_by == executor_id,
                         items.c.lease_request == request_id,
                     )
@@ -305,7 +312,7 @@ class Queue:
     ) -> list[Any]:
         picked = (
             select(items.c.idx)
-            .where(items.c.batch_id == batch_id, items.c.state == "queued")
+            .where(items.c.batch_id == batch_id, items.c.state == ItemState.QUEUED)
             .order_by(items.c.idx)
             .limit(count)
         )
@@ -313,12 +320,12 @@ class Queue:
             update(items)
             .where(
                 items.c.batch_id == batch_id,
-                items.c.state == "queued",
+                items.c.state == ItemState.QUEUED,
                 in_skip_locked(self._db, items.c.idx, picked),
                 _still_running(batch_id, now),
             )
             .values(
-                state="leased",
+                state=ItemState.LEASED,
                 attempt=items.c.attempt + 1,
                 leased_by=executor_id,
                 lease_request=request_id or None,
@@ -355,7 +362,9 @@ class Queue:
         async with self._db.write() as conn:
             current = await self._current(conn, refs)
             if current:
-                await conn.execute(_UPDATE_LEASE.values(state="queued", leased_by=None), _params(current))
+                await conn.execute(
+                    _UPDATE_LEASE.values(state=ItemState.QUEUED, leased_by=None), _params(current)
+                )
                 await notify(self._db, conn, WORK_CHANNEL)
         return len(current)
 
@@ -377,7 +386,7 @@ class Queue:
                     .where(
                         items.c.batch_id == batch_id,
                         items.c.idx.in_(by_batch[batch_id]),
-                        items.c.state == "leased",
+                        items.c.state == ItemState.LEASED,
                     )
                     .order_by(items.c.idx),
                 )
@@ -412,8 +421,8 @@ class Queue:
                 count = (
                     await conn.execute(
                         update(items)
-                        .where(items.c.state == "leased", items.c.leased_by == session)
-                        .values(state="queued", leased_by=None)
+                        .where(items.c.state == ItemState.LEASED, items.c.leased_by == session)
+                        .values(state=ItemState.QUEUED, leased_by=None)
                     )
                 ).rowcount
                 ended = executor_sessions.c.id == session
@@ -429,7 +438,7 @@ class Queue:
     async def depth(self) -> dict[tuple[int, str], int]:
         """Open items of running batches per (priority tier, state): `queued` counted on the
         partial index of queued items, `leased` the rest of what the batches have open."""
-        running = batches.c.status.in_(("in_progress", "cancelling"))
+        running = batches.c.status.in_(BATCH_RUNNING)
         open_items = batches.c.total - batches.c.completed_count - batches.c.failed_count
         async with self._db.read() as conn:
             open_by_tier = dict(
@@ -446,7 +455,7 @@ class Queue:
                     await conn.execute(
                         select(batches.c.priority_tier, func.count())
                         .select_from(items.join(batches, batches.c.id == items.c.batch_id))
-                        .where(items.c.state == "queued", running)
+                        .where(items.c.state == ItemState.QUEUED, running)
                         .group_by(batches.c.priority_tier)
                     )
                 ).all()
@@ -454,8 +463,8 @@ class Queue:
         depth: dict[tuple[int, str], int] = {}
         for tier in (0, 1):
             queued = int(queued_by_tier.get(tier) or 0)
-            depth[(tier, "queued")] = queued
-            depth[(tier, "leased")] = max(int(open_by_tier.get(tier) or 0) - queued, 0)
+            depth[(tier, ItemState.QUEUED)] = queued
+            depth[(tier, ItemState.LEASED)] = max(int(open_by_tier.get(tier) or 0) - queued, 0)
         return depth
 
     async def stopped(self, batch_ids: Sequence[str]) -> list[Stopped]:
@@ -476,9 +485,9 @@ class Queue:
         stopped = []
         for batch_id in batch_ids:
             row = rows.get(batch_id)
-            if row is not None and row.status == "in_progress" and row.expires_at > now:
+            if row is not None and row.status == BatchStatus.IN_PROGRESS and row.expires_at > now:
                 continue
-            soft = row is not None and row.status == "cancelling" and row.expires_at > now
+            soft = row is not None and row.status == BatchStatus.CANCELLING and row.expires_at > now
             stopped.append(Stopped(batch_id, hard=not soft))
         return stopped
 
@@ -489,13 +498,17 @@ class Queue:
             rows = (
                 await conn.execute(
                     select(batches.c.id, batches.c.status, batches.c.expires_at).where(
-                        (batches.c.status == "cancelling")
-                        | ((batches.c.status == "in_progress") & (batches.c.expires_at <= now))
+                        (batches.c.status == BatchStatus.CANCELLING)
+                        | ((batches.c.status == BatchStatus.IN_PROGRESS) & (batches.c.expires_at <= now))
                     )
                 )
             ).all()
         return [
-            Closing(r.id, "cancelled" if r.status == "cancelling" else "expired", r.expires_at <= now)
+            Closing(
+                r.id,
+                BatchStatus.CANCELLED if r.status == BatchStatus.CANCELLING else BatchStatus.EXPIRED,
+                r.expires_at <= now,
+            )
             for r in rows
         ]
 
@@ -504,7 +517,7 @@ class Queue:
         expired, count them as failed, and record how the batch ends. Returns (items closed,
         whether nothing is open any more)."""
         code, message = CLOSE_CODES[closing.end]
-        states = ("queued", "leased") if closing.hard else ("queued",)
+        states = ITEM_OPEN if closing.hard else (ItemState.QUEUED,)
         now = time.time()
         async with self._db.write() as conn:
             batch = (
@@ -521,7 +534,7 @@ class Queue:
                     )
                 )
             ).first()
-            if batch is None or batch.status not in ("in_progress", "cancelling"):
+            if batch is None or batch.status not in BATCH_RUNNING:
                 return 0, False
             closed = (
                 await conn.execute(

@@ -21,6 +21,7 @@ from services.common.db import Database
 from services.common.db.dialect import notify
 from services.common.db.schema import batches
 from services.common.faults import crash_point
+from services.common.states import BatchStatus
 from services.scheduler.budgets import Ask, Budgets
 from services.scheduler.closing_feed import ClosingFeed
 from services.scheduler.maintenance import Maintenance
@@ -209,15 +210,15 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             moved = await batch_status.transition(
                 conn,
                 request.batch_id,
-                "cancelling",
-                end_status=func.coalesce(batches.c.end_status, "cancelled"),
+                BatchStatus.CANCELLING,
+                end_status=func.coalesce(batches.c.end_status, BatchStatus.CANCELLED),
             )
         if moved:
             log.info("batch %s: cancelling", request.batch_id)
             # Executors drop what they hold of it and have not started; then what is queued
             # is closed now rather than at the next tick. Running items finish and are kept.
             await asyncio.shield(self._feed.announce(Stopped(request.batch_id, hard=False)))
-            closing = Closing(request.batch_id, "cancelled", hard=False)
+            closing = Closing(request.batch_id, BatchStatus.CANCELLED, hard=False)
             await asyncio.shield(self._maintenance.close_batch(closing))
         status = await self._status(request.batch_id)
         return scheduler_pb2.CancelBatchResponse(status=status)
