@@ -20,7 +20,7 @@ from typing import Any
 from batchgate.api_client import ApiClient, ApiFailure, save_to
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
-from services.common.config import load_settings
+from services.common.loading import load_settings
 from services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
 
 BASE_URL_ENV = "BATCHGATE_BASE_URL"

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchgate.exit_codes import CommandError, ExitCode
-from services.common.config import Settings, load_settings
+from services.common.config import Settings
+from services.common.loading import load_settings
 
 if TYPE_CHECKING:
     from services.common.db import Database

@@ -22,11 +22,11 @@ import orjson
 from sqlalchemy import insert, select
 
 from services.common import auth
-from services.common.config import load_settings
 from services.common.db import Database
 from services.common.db.migrate import migrate
 from services.common.db.schema import batches, blob_chunks, files, items
 from services.common.ids import batch_id as new_batch_id
+from services.common.loading import load_settings
 from services.results.finalize import Finalizer
 
 SEED_CHUNK = 5000

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from services.common.config import ProviderConfig
+from services.common.catalogue import ProviderConfig
 from services.common.errors import ApiError
 from services.executor.upstream import UnsupportedRequest, UpstreamAnswer, UpstreamRequest, parse_answer
 

@@ -39,7 +39,8 @@ from opentelemetry import trace
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from services.common import telemetry
-from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings
+from services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
+from services.common.config import Settings
 from services.executor import spans
 from services.executor.anthropic import AnthropicMessages
 from services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank

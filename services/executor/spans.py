@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from services.common import telemetry
-from services.common.config import ModelConfig, ProviderConfig
+from services.common.catalogue import ModelConfig, ProviderConfig
 from services.common.states import ItemState
 from services.executor.upstream import UpstreamAnswer, UpstreamRequest
 from services.executor.usage import usage_of

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from services.common.config import ProviderConfig
+from services.common.catalogue import ProviderConfig
 from services.common.errors import ApiError
 
 

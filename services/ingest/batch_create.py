@@ -34,7 +34,8 @@ from batchgate.v1 import batches_pb2
 from services.common import batch_status, errors, telemetry
 from services.common import proto_values as pv
 from services.common.auth import Principal
-from services.common.config import SUPPORTED_ENDPOINTS, Settings
+from services.common.catalogue import SUPPORTED_ENDPOINTS
+from services.common.config import Settings, parse_window
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
 from services.common.faults import crash_point
@@ -60,7 +61,6 @@ MAX_OUTPUT_EXPIRY_S = 30 * 86400
 METADATA_MAX_PAIRS = 16
 METADATA_MAX_KEY = 64
 METADATA_MAX_VALUE = 512
-WINDOW_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass
@@ -91,13 +91,12 @@ class CreateResult:
 
 
 def window_seconds(window: str) -> int:
-    """'24h' → 86400; units s, m, h, d (short windows are for tests and demos)."""
+    """A requested `completion_window` in seconds ('24h' → 86400), read once before anything is
+    stored; 400 `invalid_completion_window` when unreadable (the accepted ones were checked when
+    the settings were loaded)."""
     try:
-        seconds = int(window[:-1]) * WINDOW_SECONDS[window[-1]]
-        if seconds <= 0:
-            raise ValueError(window)
-        return seconds
-    except (KeyError, ValueError, IndexError):
+        return parse_window(window)
+    except ValueError:
         raise errors.invalid(
             f"Unsupported completion_window {window!r}.", "invalid_completion_window", "completion_window"
         ) from None
@@ -187,7 +186,7 @@ class _Rejections:
         await self.writer.write(dumps_line(rejection.as_json()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Options:
     """What the request asks for beyond its records, checked before anything is stored."""
 
@@ -195,6 +194,7 @@ class _Options:
     priority: int
     priority_spelling: str | None
     output_expiry_s: int | None
+    window_s: int
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,14 @@ class BatchCreator:
         started = time.monotonic()
         self._check_request(request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
-        options = _Options(*parse_priority(pv.to_python(request.priority)), check_output_expiry(request))
+        tier, priority, spelling = parse_priority(pv.to_python(request.priority))
+        options = _Options(
+            tier=tier,
+            priority=priority,
+            priority_spelling=spelling,
+            output_expiry_s=check_output_expiry(request),
+            window_s=window_seconds(request.completion_window),
+        )
         claim: Claim | None = None
         if idempotency_key is not None:
             claimed = await self._idempotency.claim(
@@ -353,7 +360,7 @@ class BatchCreator:
                     completion_window=request.completion_window,
                     status=BatchStatus.VALIDATING,
                     created_at=now,
-                    expires_at=now + window_seconds(request.completion_window),
+                    expires_at=now + options.window_s,
                     metadata=orjson.dumps(dict(request.metadata)).decode() if request.metadata else None,
                     priority_tier=options.tier,
                     priority=options.priority,

@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from services.common.config import ModelConfig, Settings
+from services.common.catalogue import ModelConfig
+from services.common.config import Settings
 from services.common.errors import clip
 
 MAX_MESSAGE_BYTES = 512

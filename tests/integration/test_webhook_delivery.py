@@ -13,10 +13,11 @@ import orjson
 import pytest
 from sqlalchemy import insert, select, update
 
-from services.common.config import Settings, load_settings
+from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import projects, webhook_attempts, webhook_deliveries
 from services.common.ids import new_id
+from services.common.loading import load_settings
 from services.results.webhook_delivery import WebhookDeliverer
 from tests.support import prepare_database
 from tests.webhook_receiver import WebhookReceiver, readme_verifier

@@ -21,7 +21,7 @@ from gateway.render import (
     sds_paths,
     write_config,
 )
-from services.common.config import load_settings
+from services.common.loading import load_settings
 from services.common.tls import MissingMaterial
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from gateway import panel
 from gateway.render import render
-from services.common.config import load_settings
+from services.common.loading import load_settings
 
 UI = panel.UI_DIR
 

@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.trace import SpanKind
 
 from services.common import logs, telemetry
-from services.common.config import load_settings
+from services.common.loading import load_settings
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 

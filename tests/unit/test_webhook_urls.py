@@ -8,7 +8,7 @@ import ipaddress
 import pytest
 
 from services.common import errors
-from services.common.config import load_settings
+from services.common.loading import load_settings
 from services.common.webhook_urls import (
     GuardedResolver,
     RefusedUrl,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from services.common.config import RetryPolicy
+from services.common.catalogue import RetryPolicy
 from services.executor.rate_signals import retry_after_s, spent_window_s
 from services.executor.runner import backoff_s
 from services.executor.usage import usage_of

@@ -15,7 +15,9 @@ import pytest
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
 from batchgate.simulator import SimulatorOptions, serve
-from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings, load_settings
+from services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
+from services.common.config import Settings
+from services.common.loading import load_settings
 from services.executor.runner import Control, ItemRunner, NotStarted
 from tests.support import free_port
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.common.config import load_settings
 from services.common.ids import request_line_id
+from services.common.loading import load_settings
 from services.results.lines import LINE_COLUMNS, LineRenderer
 from services.results.pricing import item_cost
 
