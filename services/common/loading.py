@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,8 @@ def _bool(raw: Any) -> bool:
 
 def _cast(raw: Any, type_name: str) -> Any:
     """Settings' annotations are strings (postponed evaluation): int, float, bool or str."""
-    return {"int": int, "float": float, "bool": _bool}.get(type_name, str)(raw)
+    casts: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": _bool}
+    return casts.get(type_name, str)(raw)
 
 
 def _from_file(path: str, environ: Mapping[str, str]) -> dict[str, Any]:

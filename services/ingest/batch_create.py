@@ -14,6 +14,9 @@ A failure removes the batch, its items and its unpublished blobs. A crash leaves
 `validating` batch and incomplete blobs, which `sweep_stale_creates` and
 `reclaim_abandoned` remove. Rejected records are stored as items in state `rejected`, so
 the error file lists them in input order with the rest.
+
+This module is the orchestration and the writing; the request's checks are `create_checks`,
+reading and checking the records `create_records`, the clean-up `sweeps`.
 """
 
 from __future__ import annotations
@@ -21,36 +24,40 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import orjson
-from sqlalchemy import Row, delete, insert, select
+from sqlalchemy import Row, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.v1 import batches_pb2
 from services.common import batch_status, errors, telemetry
-from services.common import proto_values as pv
 from services.common.auth import Principal
-from services.common.catalogue import SUPPORTED_ENDPOINTS
-from services.common.config import Settings, parse_window
+from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
 from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
-from services.common.jsonl import dumps_line, one_line
 from services.common.states import BatchStatus, FilePurpose, FileStatus, ItemState
-from services.common.storage import BlobWriter, read_lines, reclaim_owned
+from services.common.storage import BlobWriter
 from services.common.webhook_urls import check_webhook_url
 from services.ingest.budgets import check_budgets
+from services.ingest.create_checks import CreateOptions, check_request, check_source, request_options
+from services.ingest.create_records import (
+    Checked,
+    Rejection,
+    Rejections,
+    check_records,
+    error_preview,
+    store_inline,
+)
 from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
-from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.lookup import visible_batch, visible_file
 from services.ingest.metrics import IngestMetrics
-from services.ingest.validation import Accepted, RecordChecker
+from services.ingest.sweeps import discard_batch
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +71,6 @@ METADATA_MAX_VALUE = 512
 
 
 @dataclass
-class Rejection:
-    line: int
-    custom_id: str | None
-    code: str
-    message: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {"line": self.line, "custom_id": self.custom_id, "code": self.code, "message": self.message}
-
-    def message_proto(self) -> batches_pb2.RejectedRecord:
-        return batches_pb2.RejectedRecord(
-            line=self.line, custom_id=pv.string_or_null(self.custom_id), code=self.code, message=self.message
-        )
-
-
-@dataclass
 class CreateResult:
     batch: Row[Any]
     rejections: list[Rejection] = field(default_factory=list)
@@ -88,113 +79,6 @@ class CreateResult:
     """An Idempotency-Key repeat: the batch an earlier identical create made."""
     rejected_codes: Counter[str] = field(default_factory=Counter)
     """How many records were rejected with each code (a new batch's, not a replay's)."""
-
-
-def window_seconds(window: str) -> int:
-    """A requested `completion_window` in seconds ('24h' → 86400), read once before anything is
-    stored; 400 `invalid_completion_window` when unreadable (the accepted ones were checked when
-    the settings were loaded)."""
-    try:
-        return parse_window(window)
-    except ValueError:
-        raise errors.invalid(
-            f"Unsupported completion_window {window!r}.", "invalid_completion_window", "completion_window"
-        ) from None
-
-
-def check_metadata(metadata: dict[str, str]) -> None:
-    if len(metadata) > METADATA_MAX_PAIRS:
-        raise errors.invalid(
-            f"'metadata' may hold at most {METADATA_MAX_PAIRS} pairs.", "invalid_metadata", "metadata"
-        )
-    for key, value in metadata.items():
-        if len(key) > METADATA_MAX_KEY:
-            raise errors.invalid(
-                f"Metadata key {key[:80]!r} is longer than {METADATA_MAX_KEY} characters.",
-                "invalid_metadata",
-                "metadata",
-            )
-        if len(value) > METADATA_MAX_VALUE:
-            raise errors.invalid(
-                f"Metadata value of {key!r} is longer than {METADATA_MAX_VALUE} characters.",
-                "invalid_metadata",
-                "metadata",
-            )
-
-
-def parse_priority(value: Any) -> tuple[int, int, str | None]:
-    """(tier, integer priority, spelling to echo back) from `standard`/`expedited`/an integer."""
-    if value is None or value == "standard":
-        return 0, 0, None
-    if value == "expedited":
-        return 1, 0, orjson.dumps(value).decode()
-    if isinstance(value, int) and not isinstance(value, bool) and -1_000_000 <= value <= 1_000_000:
-        return 0, value, orjson.dumps(value).decode()
-    raise errors.invalid(
-        "'priority' must be 'standard', 'expedited' or an integer.", "invalid_priority", "priority"
-    )
-
-
-def check_output_expiry(request: batches_pb2.CreateBatchRequest) -> int | None:
-    """Seconds the output and error files live, from `output_expires_after` (or None)."""
-    if not request.HasField("output_expires_after"):
-        return None
-    expiry = request.output_expires_after
-    if expiry.anchor != "created_at":
-        raise errors.invalid(
-            "'output_expires_after.anchor' must be 'created_at'.",
-            "invalid_output_expires_after",
-            "output_expires_after",
-        )
-    if not MIN_OUTPUT_EXPIRY_S <= expiry.seconds <= MAX_OUTPUT_EXPIRY_S:
-        raise errors.invalid(
-            f"'output_expires_after.seconds' must be between {MIN_OUTPUT_EXPIRY_S} and "
-            f"{MAX_OUTPUT_EXPIRY_S}.",
-            "invalid_output_expires_after",
-            "output_expires_after",
-        )
-    return int(expiry.seconds)
-
-
-def inline_line(index: int, request: Any, endpoint: str) -> bytes:
-    """One inline request as an input-file line; `{custom_id?, body}` is the short form."""
-    if isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
-        request = {
-            "custom_id": request.get("custom_id") or f"row-{index + 1}",
-            "method": "POST",
-            "url": endpoint,
-            "body": request["body"],
-        }
-    return one_line(orjson.dumps(request))
-
-
-class _Rejections:
-    """Every rejection of a create, streamed to a JSONL blob; the first few kept for the answer."""
-
-    def __init__(self, writer: BlobWriter, preview_max: int) -> None:
-        self.writer = writer
-        self.count = 0
-        self.codes: Counter[str] = Counter()
-        self.preview: list[Rejection] = []
-        self._preview_max = preview_max
-
-    async def add(self, rejection: Rejection) -> None:
-        self.count += 1
-        self.codes[rejection.code] += 1
-        if len(self.preview) < self._preview_max:
-            self.preview.append(rejection)
-        await self.writer.write(dumps_line(rejection.as_json()))
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Options:
-    """What the request asks for beyond its records, checked before anything is stored."""
-
-    tier: int
-    priority: int
-    priority_spelling: str | None
-    output_expiry_s: int | None
-    window_s: int
 
 
 @dataclass(frozen=True)
@@ -206,13 +90,6 @@ class _Draft:
     input_file: str
     source_blob: str | None
     """The uploaded input's blob; None for inline requests (stored during the create)."""
-
-
-@dataclass(frozen=True)
-class _Checked:
-    total: int
-    accepted: int
-    model: str | None
 
 
 class BatchCreator:
@@ -230,25 +107,6 @@ class BatchCreator:
         self._idempotency = idempotency
         self._metrics = metrics or IngestMetrics()
 
-    def _check_request(self, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
-        if request.endpoint not in SUPPORTED_ENDPOINTS:
-            raise errors.invalid(
-                f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(SUPPORTED_ENDPOINTS)}.",
-                "invalid_endpoint",
-                "endpoint",
-            )
-        if request.completion_window not in self._settings.completion_window_list:
-            raise errors.invalid(
-                f"'completion_window' must be one of {list(self._settings.completion_window_list)}.",
-                "invalid_completion_window",
-                "completion_window",
-            )
-        check_metadata(dict(request.metadata))
-        if bool(request.input_file_id) == bool(inline):
-            raise errors.invalid(
-                "Give either 'input_file_id' or inline 'requests'.", "missing_input", "input_file_id"
-            )
-
     async def create(
         self,
         caller: Principal,
@@ -259,16 +117,9 @@ class BatchCreator:
         """Create a batch from `request`, whose inline records (if any) come as `inline`:
         decoded JSON values, not the request's `requests` field."""
         started = time.monotonic()
-        self._check_request(request, inline)
+        check_request(self._settings, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
-        tier, priority, spelling = parse_priority(pv.to_python(request.priority))
-        options = _Options(
-            tier=tier,
-            priority=priority,
-            priority_spelling=spelling,
-            output_expiry_s=check_output_expiry(request),
-            window_s=window_seconds(request.completion_window),
-        )
+        options = request_options(request)
         claim: Claim | None = None
         if idempotency_key is not None:
             claimed = await self._idempotency.claim(
@@ -322,22 +173,8 @@ class BatchCreator:
         preview = [Rejection(r.line, r.custom_id, r.error_code, r.error_message) for r in rejected]
         return CreateResult(row, preview, replayed=True)
 
-    def _check_source(self, source: Row[Any]) -> None:
-        if source.purpose != FilePurpose.BATCH:
-            raise errors.invalid(
-                f"File {source.id!r} has purpose {source.purpose!r}; batches need 'batch'.",
-                "invalid_input_file",
-                "input_file_id",
-            )
-        if source.bytes > self._settings.max_file_bytes:
-            raise errors.invalid(
-                f"The input is {source.bytes} bytes; the limit is {self._settings.max_file_bytes}.",
-                "input_too_large",
-                "input_file_id",
-            )
-
     async def _open(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: _Options
+        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: CreateOptions
     ) -> _Draft:
         """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
@@ -346,7 +183,7 @@ class BatchCreator:
                 source = await visible_file(
                     conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
                 )
-                self._check_source(source)
+                check_source(self._settings, source)
                 draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
             else:
                 draft = _Draft(caller, new_batch_id(), new_file_id(), None)
@@ -378,19 +215,21 @@ class BatchCreator:
         draft: _Draft,
         request: batches_pb2.CreateBatchRequest,
         inline_requests: list[Any],
-        options: _Options,
+        options: CreateOptions,
         claim: Claim | None,
     ) -> CreateResult:
         """Check every record and store the items (step 3), then publish it all (step 4)."""
         owner = f"create:{draft.batch}"
         inline = None
         if draft.source_blob is None:
-            inline = await self._store_inline(owner, inline_requests, request.endpoint)
-        rejections = _Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
+            inline = await store_inline(self._db, self._settings, owner, inline_requests, request.endpoint)
+        rejections = Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
-        checked = await self._check_records(draft.batch, request.endpoint, blob, rejections, param)
+        checked = await check_records(
+            self._db, self._settings, draft.batch, request.endpoint, blob, rejections, param
+        )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)
         project = draft.caller.project_id
@@ -437,66 +276,8 @@ class BatchCreator:
             row = (await conn.execute(select(batches).where(batches.c.id == draft.batch))).one()
         return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 
-    async def _store_inline(self, owner: str, requests: list[Any], endpoint: str) -> BlobWriter:
-        """The inline requests as an input-file blob, stored but not yet published."""
-        writer = BlobWriter(self._db, owner)
-        for index, value in enumerate(requests):
-            await writer.write(inline_line(index, value, endpoint) + b"\n")
-            if writer.size > self._settings.max_inline_bytes:
-                raise errors.ApiError(
-                    413,
-                    f"Inline requests exceed {self._settings.max_inline_bytes} bytes, the limit per "
-                    "request; upload them as a file instead.",
-                    "input_too_large",
-                    "requests",
-                )
-        await writer.flush()
-        return writer
-
-    async def _check_records(
-        self, batch: str, endpoint: str, blob: str, rejections: _Rejections, param: str
-    ) -> _Checked:
-        """Stream the input once: check each record, insert its item, collect rejections."""
-        checker = RecordChecker(self._settings, endpoint)
-        writer = ItemWriter(self._db)
-        operation = telemetry.gen_ai_operation(endpoint)
-        index = 0
-        accepted = 0
-        try:
-            async for line_number, raw in _numbered(read_lines(self._db, blob)):
-                if not raw or raw.isspace():
-                    continue
-                if index >= self._settings.max_batch_records:
-                    raise errors.invalid(
-                        f"The input has more than {self._settings.max_batch_records} records, "
-                        f"the limit per batch.",
-                        "input_too_large",
-                        param,
-                    )
-                outcome = checker.check(raw)
-                traceparent = None
-                if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
-                    traceparent = telemetry.start_item_trace(
-                        "ingest", _item_trace(batch, index, outcome, operation)
-                    )
-                await writer.add(item_row(batch, index, line_number, outcome, traceparent))
-                if isinstance(outcome, Accepted):
-                    accepted += 1
-                else:
-                    await rejections.add(
-                        Rejection(line_number, outcome.custom_id, outcome.code, outcome.message)
-                    )
-                index += 1
-            await writer.close()
-        except BaseException:
-            await writer.abandon()
-            raise
-        if index == 0:
-            raise errors.invalid("The input has no records.", "empty_file", param)
-        return _Checked(index, accepted, checker.model)
-
     async def _refuse(
-        self, project_id: str, checked: _Checked, rejections: _Rejections, param: str
+        self, project_id: str, checked: Checked, rejections: Rejections, param: str
     ) -> NoReturn:
         """400 `no_valid_records`: no batch, but the rejections file for the full list."""
         rejected_file = new_file_id()
@@ -515,7 +296,7 @@ class BatchCreator:
             "no_valid_records",
             param,
             rejected_count=rejections.count,
-            rejected_records=_error_preview(rejections.preview),
+            rejected_records=error_preview(rejections.preview),
             rejected_records_file_id=rejected_file,
         )
 
@@ -548,68 +329,3 @@ class BatchCreator:
                 batch_id=batch_id,
             )
         )
-
-
-def _item_trace(batch: str, index: int, accepted: Accepted, operation: str) -> dict[str, Any]:
-    """The attributes of an item's first span (its acceptance)."""
-    return {
-        **telemetry.item_attributes(batch, index, accepted.custom_id),
-        "gen_ai.operation.name": operation,
-        "gen_ai.request.model": accepted.model,
-    }
-
-
-def _error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
-    """Rejections that fit in an error answer: it travels as gRPC trailing metadata, which
-    clients cap at 8 KiB by default. The rejections file always has all of them."""
-    preview: list[dict[str, Any]] = []
-    size = 0
-    for rejection in rejections:
-        entry = rejection.as_json()
-        size += len(orjson.dumps(entry)) + 1
-        if size > ERROR_PREVIEW_BYTES:
-            break
-        preview.append(entry)
-    return preview
-
-
-async def _numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
-    """(line number from 1, line); a UTF-8 byte order mark opening the input is dropped."""
-    number = 0
-    async for line in lines:
-        number += 1
-        if number == 1 and line.startswith(UTF8_BOM):
-            line = line[len(UTF8_BOM) :]
-        yield number, line
-
-
-async def discard_batch(db: Database, batch: str) -> None:
-    """Remove a batch that never left `validating`, with its items and unpublished blobs."""
-    async with db.write() as conn:
-        gone = await conn.execute(
-            delete(batches).where(batches.c.id == batch, batches.c.status == BatchStatus.VALIDATING)
-        )
-        if gone.rowcount:
-            await conn.execute(delete(items).where(items.c.batch_id == batch))
-    await reclaim_owned(db, f"create:{batch}")
-
-
-async def sweep_stale_creates(db: Database, older_than_s: float) -> int:
-    """Remove batches a crashed create left in `validating`."""
-    cutoff = time.time() - older_than_s
-    async with db.read() as conn:
-        stale = (
-            (
-                await conn.execute(
-                    select(batches.c.id).where(
-                        batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < cutoff
-                    )
-                )
-            )
-            .scalars()
-            .all()
-        )
-    for batch in stale:
-        log.warning("removing batch %s left validating by an interrupted create", batch)
-        await discard_batch(db, batch)
-    return len(stale)

@@ -18,7 +18,8 @@ from services.common.db import Database
 from services.common.db.dialect import json_object_has
 from services.common.db.schema import batches
 from services.common.states import BATCH_TRANSITIONS, BatchStatus
-from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
+from services.ingest.batch_create import BatchCreator, CreateResult
+from services.ingest.create_checks import check_metadata
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
 from services.ingest.views import batch_message

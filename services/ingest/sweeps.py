@@ -11,9 +11,9 @@ from sqlalchemy import delete, select
 
 from services.common.config import Settings
 from services.common.db import Database
-from services.common.db.schema import files
-from services.common.storage import delete_blob, reclaim_abandoned
-from services.ingest.batch_create import sweep_stale_creates
+from services.common.db.schema import batches, files, items
+from services.common.states import BatchStatus
+from services.common.storage import delete_blob, reclaim_abandoned, reclaim_owned
 from services.ingest.idempotency import IdempotencyKeys
 
 log = logging.getLogger(__name__)
@@ -57,3 +57,35 @@ async def run_sweeps(settings: Settings, db: Database, idempotency: IdempotencyK
         except Exception:
             log.exception("ingest sweep failed")
         await asyncio.sleep(settings.ingest_sweep_interval_s)
+
+
+async def discard_batch(db: Database, batch: str) -> None:
+    """Remove a batch that never left `validating`, with its items and unpublished blobs."""
+    async with db.write() as conn:
+        gone = await conn.execute(
+            delete(batches).where(batches.c.id == batch, batches.c.status == BatchStatus.VALIDATING)
+        )
+        if gone.rowcount:
+            await conn.execute(delete(items).where(items.c.batch_id == batch))
+    await reclaim_owned(db, f"create:{batch}")
+
+
+async def sweep_stale_creates(db: Database, older_than_s: float) -> int:
+    """Remove batches a crashed create left in `validating`."""
+    cutoff = time.time() - older_than_s
+    async with db.read() as conn:
+        stale = (
+            (
+                await conn.execute(
+                    select(batches.c.id).where(
+                        batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < cutoff
+                    )
+                )
+            )
+            .scalars()
+            .all()
+        )
+    for batch in stale:
+        log.warning("removing batch %s left validating by an interrupted create", batch)
+        await discard_batch(db, batch)
+    return len(stale)
