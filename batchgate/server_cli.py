@@ -141,10 +141,8 @@ async def _project_or_exit(db: Database, name: str) -> str:
 
 
 def cmd_keys(args: argparse.Namespace) -> None:
-    from sqlalchemy import select
-
     from services.common import auth
-    from services.common.db.schema import api_keys, projects
+    from services.common.db import projects
 
     settings = _settings(args)
 
@@ -159,15 +157,9 @@ def cmd_keys(args: argparse.Namespace) -> None:
         )
 
     async def listing(db: Database) -> None:
-        query = (
-            select(api_keys, projects.c.name.label("project_name"))
-            .join(projects, projects.c.id == api_keys.c.project_id)
-            .order_by(api_keys.c.created_at)
-        )
-        if args.project:
-            query = query.where(api_keys.c.project_id == await _project_or_exit(db, args.project))
+        project = await _project_or_exit(db, args.project) if args.project else None
         async with db.read() as conn:
-            rows = (await conn.execute(query)).all()
+            rows = await projects.keys(conn, project)
         for row in rows:
             state = "revoked" if row.revoked_at else "active"
             if args.json:
@@ -192,10 +184,8 @@ def cmd_keys(args: argparse.Namespace) -> None:
     async def revoke(db: Database) -> None:
         if not await auth.revoke_key(db, args.key_id):
             async with db.read() as conn:
-                known = (
-                    await conn.execute(select(api_keys.c.id).where(api_keys.c.id == args.key_id))
-                ).first()
-            if known is None:
+                known = await projects.key_exists(conn, args.key_id)
+            if not known:
                 raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
             raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
         if not args.no_wait and settings.auth_cache_s > 0:
@@ -217,10 +207,8 @@ def cmd_keys(args: argparse.Namespace) -> None:
 
 
 def cmd_projects(args: argparse.Namespace) -> None:
-    from sqlalchemy import select
-
     from services.common import auth
-    from services.common.db.schema import projects
+    from services.common.db import projects
 
     settings = _settings(args)
 
@@ -232,7 +220,7 @@ def cmd_projects(args: argparse.Namespace) -> None:
 
     async def listing(db: Database) -> None:
         async with db.read() as conn:
-            rows = (await conn.execute(select(projects).order_by(projects.c.created_at))).all()
+            rows = await projects.all_projects(conn)
         for row in rows:
             print(f"{row.id}\t{row.name}\t{_show_budget(row.budget_usd)}")
 

@@ -28,20 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import orjson
-from sqlalchemy import Row, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.v1 import batches_pb2
-from services.common import batch_status, errors, telemetry
+from services.common import errors, telemetry
 from services.common.auth import Principal
 from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.schema import batches, files, items
+from services.common.db import Connection, Database, Row, batches, files, items
 from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
-from services.common.states import BatchStatus, FilePurpose, FileStatus, ItemState
+from services.common.states import BatchStatus, FilePurpose
 from services.common.storage import BlobWriter
 from services.common.webhook_urls import check_webhook_url
 from services.ingest.budgets import check_budgets
@@ -162,14 +159,7 @@ class BatchCreator:
         """The answer of the create that made `batch`, as the batch stands now."""
         async with self._db.read() as conn:
             row = await visible_batch(conn, project_id, batch)
-            rejected = (
-                await conn.execute(
-                    select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
-                    .where(items.c.batch_id == batch, items.c.state == ItemState.REJECTED)
-                    .order_by(items.c.idx)
-                    .limit(self._settings.rejected_preview_max)
-                )
-            ).all()
+            rejected = await items.rejected(conn, batch, self._settings.rejected_preview_max)
         preview = [Rejection(r.line, r.custom_id, r.error_code, r.error_message) for r in rejected]
         return CreateResult(row, preview, replayed=True)
 
@@ -187,26 +177,24 @@ class BatchCreator:
                 draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
             else:
                 draft = _Draft(caller, new_batch_id(), new_file_id(), None)
-            await conn.execute(
-                insert(batches).values(
-                    id=draft.batch,
-                    project_id=caller.project_id,
-                    api_key_id=caller.key_id,
-                    endpoint=request.endpoint,
-                    input_file_id=draft.input_file,
-                    completion_window=request.completion_window,
-                    status=BatchStatus.VALIDATING,
-                    created_at=now,
-                    expires_at=now + options.window_s,
-                    metadata=orjson.dumps(dict(request.metadata)).decode() if request.metadata else None,
-                    priority_tier=options.tier,
-                    priority=options.priority,
-                    priority_spelling=options.priority_spelling,
-                    discount=self._settings.batch_discount(options.tier),
-                    webhook_url=request.webhook_url or None,
-                    output_expires_after_s=options.output_expiry_s,
-                    traceparent=telemetry.current_traceparent() or None,
-                )
+            await batches.insert_validating(
+                conn,
+                id=draft.batch,
+                project_id=caller.project_id,
+                api_key_id=caller.key_id,
+                endpoint=request.endpoint,
+                input_file_id=draft.input_file,
+                completion_window=request.completion_window,
+                created_at=now,
+                expires_at=now + options.window_s,
+                metadata=orjson.dumps(dict(request.metadata)).decode() if request.metadata else None,
+                priority_tier=options.tier,
+                priority=options.priority,
+                priority_spelling=options.priority_spelling,
+                discount=self._settings.batch_discount(options.tier),
+                webhook_url=request.webhook_url or None,
+                output_expires_after_s=options.output_expiry_s,
+                traceparent=telemetry.current_traceparent() or None,
             )
         return draft
 
@@ -259,7 +247,7 @@ class BatchCreator:
                     batch_id=draft.batch,
                     lifetime_s=options.output_expiry_s,
                 )
-            moved = await batch_status.transition(
+            moved = await batches.transition(
                 conn,
                 draft.batch,
                 BatchStatus.IN_PROGRESS,
@@ -273,7 +261,7 @@ class BatchCreator:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")
             if claim is not None:
                 await claim.bind(conn, draft.batch)
-            row = (await conn.execute(select(batches).where(batches.c.id == draft.batch))).one()
+            row = await batches.get(conn, draft.batch)
         return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 
     async def _refuse(
@@ -302,7 +290,7 @@ class BatchCreator:
 
     async def _publish(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         writer: BlobWriter,
         ident: str,
         project_id: str,
@@ -314,18 +302,16 @@ class BatchCreator:
     ) -> None:
         """Complete `writer`'s blob and make it the file `ident`, in the caller's transaction."""
         now = time.time()
-        await conn.execute(
-            insert(files).values(
-                id=ident,
-                project_id=project_id,
-                filename=filename,
-                purpose=purpose,
-                bytes=writer.size,
-                line_count=line_count,
-                blob_id=await writer.finish(conn),
-                status=FileStatus.PROCESSED,
-                created_at=now,
-                expires_at=now + (lifetime_s or self._settings.file_expiry_days * 86400),
-                batch_id=batch_id,
-            )
+        await files.insert_file(
+            conn,
+            file_id=ident,
+            project_id=project_id,
+            filename=filename,
+            purpose=purpose,
+            blob_id=await writer.finish(conn),
+            size=writer.size,
+            line_count=line_count,
+            created_at=now,
+            expires_at=now + (lifetime_s or self._settings.file_expiry_days * 86400),
+            batch_id=batch_id,
         )

@@ -6,7 +6,6 @@ import logging
 
 import grpc
 import orjson
-from sqlalchemy import ColumnElement, select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
@@ -14,9 +13,7 @@ from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import json_object_has
-from services.common.db.schema import batches
+from services.common.db import Database, batches
 from services.common.states import BATCH_TRANSITIONS, BatchStatus
 from services.ingest.batch_create import BatchCreator, CreateResult
 from services.ingest.create_checks import check_metadata
@@ -84,16 +81,20 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     ) -> batches_pb2.ListBatchesResponse:
         limit = paging.page_limit(request, default=20, maximum=100)
         project = principal().project_id
-        query = select(batches).where(
-            batches.c.project_id == project, batches.c.status != BatchStatus.VALIDATING
-        )
-        for condition in self._list_filters(request):
-            query = query.where(condition)
+        self._check_list_filters(request)
         async with self._db.read() as conn:
             if request.after:
                 await check_cursor(conn, project, "batch", request.after)
-                query = query.where(batches.c.id < request.after)
-            rows = (await conn.execute(query.order_by(batches.c.id.desc()).limit(limit + 1))).all()
+            rows = await batches.page(
+                self._db,
+                conn,
+                project,
+                status=request.status,
+                metadata_key=request.metadata_key,
+                metadata_value=request.metadata_value or None,
+                after=request.after,
+                limit=limit + 1,
+            )
         page = [batch_message(r) for r in rows[:limit]]
         return batches_pb2.ListBatchesResponse(
             object="list",
@@ -103,23 +104,16 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             last_id=pv.string_or_null(page[-1].id if page else None),
         )
 
-    def _list_filters(self, request: batches_pb2.ListBatchesRequest) -> list[ColumnElement[bool]]:
-        """The `status` and `metadata_key`/`metadata_value` filters of a listing, checked."""
-        conditions = []
-        if request.status:
-            if request.status not in LISTED_STATUSES:
-                raise errors.invalid(
-                    f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
-                )
-            conditions.append(batches.c.status == request.status)
+    def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
+        """The `status` and `metadata_key`/`metadata_value` filters of a listing."""
+        if request.status and request.status not in LISTED_STATUSES:
+            raise errors.invalid(
+                f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
+            )
         if request.metadata_value and not request.metadata_key:
             raise errors.invalid(
                 "'metadata_value' needs 'metadata_key'.", "invalid_metadata_filter", "metadata_value"
             )
-        if request.metadata_key:
-            value = request.metadata_value or None
-            conditions.append(json_object_has(self._db, batches.c.metadata, request.metadata_key, value))
-        return conditions
 
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
@@ -163,9 +157,5 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         project = principal().project_id
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
-            await conn.execute(
-                update(batches)
-                .where(batches.c.id == row.id)
-                .values(metadata=orjson.dumps(metadata).decode() if metadata else None)
-            )
+            await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
             return batch_message(await visible_batch(conn, project, request.batch_id))

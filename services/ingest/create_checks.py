@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Row
 
 from batchgate.v1 import batches_pb2
 from services.common import errors
 from services.common import proto_values as pv
 from services.common.catalogue import SUPPORTED_ENDPOINTS
 from services.common.config import Settings, parse_window
+from services.common.db import Row
 from services.common.states import FilePurpose
 
 MIN_OUTPUT_EXPIRY_S = 3600

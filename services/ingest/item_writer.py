@@ -11,9 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from services.common.db import Database
-from services.common.db.dialect import insert_rows
-from services.common.db.schema import items
+from services.common.db import Database, items
 from services.common.states import ItemState
 from services.ingest.validation import Accepted, Rejected
 
@@ -81,7 +79,7 @@ class ItemWriter:
             await task
 
     async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        await insert_rows(self._db, items, rows)
+        await items.insert_chunk(self._db, rows)
 
     async def close(self) -> None:
         if self._rows:

@@ -6,22 +6,15 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from sqlalchemy import Row, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from services.common import errors, paging
-from services.common.db import Database
-from services.common.db.dialect import lock_rows
-from services.common.db.schema import batches, files
+from services.common.db import Connection, Database, Row, batches, files
 from services.common.ids import plausible_id
-from services.common.states import BatchStatus
 
 
 async def visible_file(
-    conn: AsyncConnection,
+    conn: Connection,
     project_id: str,
     ident: str,
     lock_in: Database | None = None,
@@ -34,34 +27,23 @@ async def visible_file(
     """
     if not plausible_id(ident):
         raise errors.not_found("file", ident[:80], param)
-    query = select(files).where(files.c.id == ident, files.c.project_id == project_id)
-    if lock_in is not None:
-        query = lock_rows(lock_in, query)
-    row = (await conn.execute(query)).first()
-    if row is None or (row.expires_at is not None and row.expires_at <= time.time()):
+    row = await files.visible(conn, project_id, ident, lock_in)
+    if row is None:
         raise errors.not_found("file", ident, param)
     return row
 
 
-async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
+async def visible_batch(conn: Connection, project_id: str, ident: str) -> Row[Any]:
     """The caller's batch `ident`, or 404 (unknown, another project's, or still being created)."""
     if not plausible_id(ident):
         raise errors.not_found("batch", ident[:80], "batch_id")
-    row = (
-        await conn.execute(
-            select(batches).where(
-                batches.c.id == ident,
-                batches.c.project_id == project_id,
-                batches.c.status != BatchStatus.VALIDATING,
-            )
-        )
-    ).first()
+    row = await batches.visible(conn, project_id, ident)
     if row is None:
         raise errors.not_found("batch", ident, "batch_id")
     return row
 
 
-async def check_cursor(conn: AsyncConnection, project_id: str, kind: str, after: str) -> None:
+async def check_cursor(conn: Connection, project_id: str, kind: str, after: str) -> None:
     """400 `invalid_after` unless `after` is one of the caller's visible batches or files."""
     try:
         if kind == "batch":

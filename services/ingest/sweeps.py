@@ -7,12 +7,8 @@ import asyncio
 import logging
 import time
 
-from sqlalchemy import delete, select
-
 from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.schema import batches, files, items
-from services.common.states import BatchStatus
+from services.common.db import Database, batches, files, items
 from services.common.storage import delete_blob, reclaim_abandoned, reclaim_owned
 from services.ingest.idempotency import IdempotencyKeys
 
@@ -27,16 +23,10 @@ BLOB_OWNER_PREFIXES = ("upload:", "create:")
 async def delete_expired_files(db: Database) -> int:
     """Reclaim the content of files past their `expires_at` (they already read as 404)."""
     async with db.read() as conn:
-        rows = (
-            await conn.execute(
-                select(files.c.id, files.c.blob_id)
-                .where(files.c.expires_at <= time.time())
-                .limit(EXPIRED_PER_SWEEP)
-            )
-        ).all()
+        rows = await files.expired(conn, EXPIRED_PER_SWEEP)
     for row in rows:
         async with db.write() as conn:
-            await conn.execute(delete(files).where(files.c.id == row.id))
+            await files.delete_file(conn, row.id)
             await delete_blob(conn, row.blob_id)
     return len(rows)
 
@@ -62,29 +52,15 @@ async def run_sweeps(settings: Settings, db: Database, idempotency: IdempotencyK
 async def discard_batch(db: Database, batch: str) -> None:
     """Remove a batch that never left `validating`, with its items and unpublished blobs."""
     async with db.write() as conn:
-        gone = await conn.execute(
-            delete(batches).where(batches.c.id == batch, batches.c.status == BatchStatus.VALIDATING)
-        )
-        if gone.rowcount:
-            await conn.execute(delete(items).where(items.c.batch_id == batch))
+        if await batches.delete_validating(conn, batch):
+            await items.delete_of_batch(conn, batch)
     await reclaim_owned(db, f"create:{batch}")
 
 
 async def sweep_stale_creates(db: Database, older_than_s: float) -> int:
     """Remove batches a crashed create left in `validating`."""
-    cutoff = time.time() - older_than_s
     async with db.read() as conn:
-        stale = (
-            (
-                await conn.execute(
-                    select(batches.c.id).where(
-                        batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < cutoff
-                    )
-                )
-            )
-            .scalars()
-            .all()
-        )
+        stale = await batches.stale_validating(conn, time.time() - older_than_s)
     for batch in stale:
         log.warning("removing batch %s left validating by an interrupted create", batch)
         await discard_batch(db, batch)

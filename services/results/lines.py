@@ -20,21 +20,9 @@ from typing import Any
 
 import orjson
 
-from services.common.db.schema import items
 from services.common.jsonl import one_line
 from services.common.states import ItemState
 
-# The item columns a line needs, in the order `LineRenderer.line` unpacks them.
-LINE_COLUMNS = (
-    items.c.idx,
-    items.c.custom_id,
-    items.c.state,
-    items.c.status_code,
-    items.c.response,
-    items.c.request_id,
-    items.c.error_code,
-    items.c.error_message,
-)
 STATE = 2  # position of `state` in LINE_COLUMNS
 
 

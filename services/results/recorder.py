@@ -20,14 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
-
 from batchgate.internal.v1 import items_pb2, recorder_pb2
 from services.common import telemetry
 from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import lock_rows
-from services.common.db.schema import batches, items, usage_events
+from services.common.db import Connection, Database, batches, items, usage
 from services.common.states import ITEM_OPEN, ITEM_REPORTED, ItemState, UsageSource
 from services.results.metrics import ResultsMetrics, error_code
 from services.results.pricing import item_cost
@@ -57,37 +53,6 @@ class _Traced:
     cost_usd: float = 0.0
 
 
-_STORE = (
-    update(items)
-    .where(
-        items.c.batch_id == bindparam("b_batch"),
-        items.c.idx == bindparam("b_idx"),
-        items.c.attempt == bindparam("b_attempt"),
-        # not IN (…): an expanding parameter cannot go through executemany
-        or_(*(items.c.state == state for state in ITEM_OPEN)),
-    )
-    .values(
-        state=bindparam("state"),
-        status_code=bindparam("status_code"),
-        response=bindparam("response"),
-        request_id=bindparam("request_id"),
-        error_code=bindparam("error_code"),
-        error_message=bindparam("error_message"),
-        model_used=bindparam("model_used"),
-        provider=bindparam("provider"),
-        prompt_tokens=bindparam("prompt_tokens"),
-        completion_tokens=bindparam("completion_tokens"),
-        cached_tokens=bindparam("cached_tokens"),
-        reasoning_tokens=bindparam("reasoning_tokens"),
-        cost_usd=bindparam("cost_usd"),
-        attempts=bindparam("attempts"),
-        latency_ms=bindparam("latency_ms"),
-        finished_at=bindparam("finished_at"),
-        leased_by=None,
-    )
-)
-
-
 class Recorder:
     def __init__(self, settings: Settings, db: Database, metrics: ResultsMetrics | None = None) -> None:
         self._settings = settings
@@ -109,34 +74,13 @@ class Recorder:
         return summary
 
     async def _record_batch(
-        self, conn: Any, batch_id: str, group: list[recorder_pb2.Outcome], summary: RecordSummary
+        self, conn: Connection, batch_id: str, group: list[recorder_pb2.Outcome], summary: RecordSummary
     ) -> None:
-        batch = (
-            await conn.execute(
-                lock_rows(
-                    self._db,
-                    select(
-                        batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total
-                    ).where(batches.c.id == batch_id),
-                )
-            )
-        ).first()
+        batch = await batches.lock_for_record(self._db, conn, batch_id)
         if batch is None:
             summary.refused += [o.ref for o in group]
             return
-        current = {
-            r.idx: r
-            for r in (
-                await conn.execute(
-                    lock_rows(
-                        self._db,
-                        select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
-                            items.c.batch_id == batch_id, items.c.idx.in_([o.ref.index for o in group])
-                        ),
-                    )
-                )
-            ).all()
-        }
+        current = await items.lock_current(self._db, conn, batch_id, [o.ref.index for o in group])
         now = time.time()
         rows: list[dict[str, Any]] = []
         taken: set[int] = set()
@@ -166,9 +110,9 @@ class Recorder:
             )
             for r in rows
         )
-        await conn.execute(_STORE, rows)
-        await conn.execute(
-            insert(usage_events),
+        await items.store_outcomes(conn, rows)
+        await usage.insert_events(
+            conn,
             [
                 {
                     "created_at": now,
@@ -188,21 +132,17 @@ class Recorder:
             ],
         )
         succeeded = sum(1 for r in rows if r["state"] == ItemState.SUCCEEDED)
-        result = await conn.execute(
-            update(batches)
-            .where(batches.c.id == batch_id)
-            .values(
-                completed_count=batches.c.completed_count + succeeded,
-                failed_count=batches.c.failed_count + (len(rows) - succeeded),
-                input_tokens=batches.c.input_tokens + sum(r["prompt_tokens"] for r in rows),
-                cached_tokens=batches.c.cached_tokens + sum(r["cached_tokens"] for r in rows),
-                output_tokens=batches.c.output_tokens + sum(r["completion_tokens"] for r in rows),
-                reasoning_tokens=batches.c.reasoning_tokens + sum(r["reasoning_tokens"] for r in rows),
-                cost_usd=batches.c.cost_usd + sum(r["cost_usd"] for r in rows),
-            )
-            .returning(batches.c.completed_count, batches.c.failed_count)
+        counts = await batches.add_outcomes(
+            conn,
+            batch_id,
+            succeeded=succeeded,
+            failed=len(rows) - succeeded,
+            input_tokens=sum(r["prompt_tokens"] for r in rows),
+            cached_tokens=sum(r["cached_tokens"] for r in rows),
+            output_tokens=sum(r["completion_tokens"] for r in rows),
+            reasoning_tokens=sum(r["reasoning_tokens"] for r in rows),
+            cost_usd=sum(r["cost_usd"] for r in rows),
         )
-        counts = result.one()
         summary.accepted += len(rows)
         if counts.completed_count + counts.failed_count >= batch.total:
             summary.settled.append(batch_id)

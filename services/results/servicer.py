@@ -10,17 +10,15 @@ from typing import Any
 
 import grpc
 from google.api import httpbody_pb2
-from sqlalchemy import Row, select
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
 from services.common import errors, paging
 from services.common import proto_values as pv
 from services.common.auth import principal
-from services.common.db import Database
-from services.common.db.schema import batches
+from services.common.db import Database, Row, batches
 from services.common.ids import plausible_id
-from services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, BatchStatus, ItemState
+from services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
 from services.results.finalize import Finalizer, item_pages
 from services.results.lines import LineRenderer
 from services.results.recorder import Recorder
@@ -81,15 +79,7 @@ async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")
     async with db.read() as conn:
-        row = (
-            await conn.execute(
-                select(batches.c.id, batches.c.status).where(
-                    batches.c.id == batch_id,
-                    batches.c.project_id == principal().project_id,
-                    batches.c.status != BatchStatus.VALIDATING,
-                )
-            )
-        ).first()
+        row = await batches.visible(conn, principal().project_id, batch_id)
     if row is None:
         raise errors.not_found("batch", batch_id, "batch_id")
     return row

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from typing import Any
 
 import orjson
-from sqlalchemy import Row, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.schema import batches, webhook_deliveries
+from services.common.db import Connection, Row, batches, webhooks
 from services.common.ids import new_id
-from services.common.states import BATCH_TERMINAL, DeliveryStatus
+from services.common.states import BATCH_TERMINAL
 
 EVENT_OBJECT = "batch.event"
 EVENT_ID_HEADER = "Batchgate-Event-Id"
@@ -71,26 +68,20 @@ def event_payload(batch: Row[Any], event_id: str) -> dict[str, Any]:
     }
 
 
-async def enqueue_batch_event(conn: AsyncConnection, batch_id: str) -> bool:
+async def enqueue_batch_event(conn: Connection, batch_id: str) -> bool:
     """Queue the end event of `batch_id` if it has a webhook; call in the ending transaction."""
-    batch = (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
+    batch = await batches.get(conn, batch_id)
     if not batch.webhook_url or batch.status not in BATCH_TERMINAL:
         return False
     event_id = new_id("evt_")
-    now = time.time()
-    await conn.execute(
-        insert(webhook_deliveries).values(
-            event_id=event_id,
-            batch_id=batch.id,
-            project_id=batch.project_id,
-            url=batch.webhook_url,
-            event_type=f"batch.{batch.status}",
-            payload=orjson.dumps(event_payload(batch, event_id)).decode(),
-            status=DeliveryStatus.PENDING,
-            attempts=0,
-            created_at=now,
-            next_attempt_at=now,
-        )
+    await webhooks.enqueue(
+        conn,
+        event_id=event_id,
+        batch_id=batch.id,
+        project_id=batch.project_id,
+        url=batch.webhook_url,
+        event_type=f"batch.{batch.status}",
+        payload=orjson.dumps(event_payload(batch, event_id)).decode(),
     )
     return True
 

@@ -5,32 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 import orjson
-from sqlalchemy import select
 
 from batchgate.v1 import results_pb2
 from services.common import proto_values as pv
-from services.common.db import Database
-from services.common.db.schema import webhook_attempts, webhook_deliveries
+from services.common.db import Database, webhooks
 from services.common.states import DeliveryStatus
 
 
 async def delivery_messages(db: Database, batch_id: str) -> list[results_pb2.WebhookDelivery]:
     """Every webhook event of `batch_id`, oldest first, with every attempt."""
     async with db.read() as conn:
-        rows = (
-            await conn.execute(
-                select(webhook_deliveries)
-                .where(webhook_deliveries.c.batch_id == batch_id)
-                .order_by(webhook_deliveries.c.id)
-            )
-        ).all()
-        attempt_rows = (
-            await conn.execute(
-                select(webhook_attempts)
-                .where(webhook_attempts.c.delivery_id.in_([r.id for r in rows]))
-                .order_by(webhook_attempts.c.delivery_id, webhook_attempts.c.attempt)
-            )
-        ).all()
+        rows, attempt_rows = await webhooks.of_batch(conn, batch_id)
     attempts: dict[int, list[results_pb2.WebhookAttempt]] = defaultdict(list)
     for a in attempt_rows:
         attempts[a.delivery_id].append(

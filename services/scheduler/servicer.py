@@ -12,14 +12,12 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import grpc
-from sqlalchemy import func, select
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
-from services.common import batch_status, errors, telemetry
+from services.common import errors, telemetry
 from services.common.config import Settings
-from services.common.db import Database
+from services.common.db import Database, batches
 from services.common.db.dialect import notify
-from services.common.db.schema import batches
 from services.common.faults import crash_point
 from services.common.states import BatchStatus
 from services.scheduler.budgets import Ask, Budgets
@@ -207,12 +205,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> scheduler_pb2.CancelBatchResponse:
         async with self._db.write() as conn:
             # A batch that already expired (its open items closed, finalize pending) stays expired.
-            moved = await batch_status.transition(
-                conn,
-                request.batch_id,
-                BatchStatus.CANCELLING,
-                end_status=func.coalesce(batches.c.end_status, BatchStatus.CANCELLED),
-            )
+            moved = await batches.request_cancel(conn, request.batch_id)
         if moved:
             log.info("batch %s: cancelling", request.batch_id)
             # Executors drop what they hold of it and have not started; then what is queued
@@ -225,7 +218,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
 
     async def _status(self, batch_id: str) -> str:
         async with self._db.read() as conn:
-            status = (await conn.execute(select(batches.c.status).where(batches.c.id == batch_id))).scalar()
+            status = await batches.status_of(conn, batch_id)
         if status is None:
             raise errors.not_found("batch", batch_id)
-        return str(status)
+        return status

@@ -1,6 +1,14 @@
-"""Database access: engines per dialect (`engine`), tables (`schema`), migrations, and the
-dialect-specific SQL that cannot be written portably (`dialect`)."""
+"""Database access: engines per dialect (`engine`), tables (`schema`), migrations, the
+dialect-specific SQL that cannot be written portably (`dialect`), and one module per table or
+aggregate holding all of that table's SQL (`batches`, `items`, `files`, …; README
+"Architecture" maps who may call what). Nothing outside this package builds SQL: services call
+these named operations, and see only the row and connection types re-exported here.
+"""
+
+from sqlalchemy import Row
+from sqlalchemy.exc import DBAPIError as DatabaseError
+from sqlalchemy.ext.asyncio import AsyncConnection as Connection
 
 from services.common.db.engine import Database
 
-__all__ = ["Database"]
+__all__ = ["Connection", "Database", "DatabaseError", "Row"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from services.common.db.items import LINE_COLUMNS
 from services.common.ids import request_line_id
 from services.common.loading import load_settings
-from services.results.lines import LINE_COLUMNS, LineRenderer
+from services.results.lines import LineRenderer
 from services.results.pricing import item_cost
 
 
