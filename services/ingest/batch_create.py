@@ -35,11 +35,11 @@ from services.common import errors, telemetry
 from services.common.auth import Principal
 from services.common.config import Settings
 from services.common.db import Connection, Database, Row, batches, files, items
+from services.common.db.blobs import BlobWriter
 from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
 from services.common.states import BatchStatus, FilePurpose
-from services.common.storage import BlobWriter
 from services.common.webhook_urls import check_webhook_url
 from services.ingest.budgets import check_budgets
 from services.ingest.create_checks import CreateOptions, check_request, check_source, request_options

@@ -15,8 +15,8 @@ from services.common import errors, telemetry
 from services.common import proto_values as pv
 from services.common.config import Settings
 from services.common.db import Database
+from services.common.db.blobs import BlobWriter, read_lines
 from services.common.jsonl import dumps_line, one_line
-from services.common.storage import BlobWriter, read_lines
 from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.validation import Accepted, RecordChecker
 

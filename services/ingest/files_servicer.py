@@ -14,9 +14,9 @@ from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
 from services.common.db import Database, batches, files
+from services.common.db.blobs import BlobWriter, delete_blob, read_blob
 from services.common.ids import file_id
 from services.common.states import ACCEPTED_PURPOSES, BatchStatus
-from services.common.storage import BlobWriter, delete_blob, read_blob
 from services.ingest.lookup import check_cursor, visible_file
 from services.ingest.upload import receive_upload
 from services.ingest.views import file_message

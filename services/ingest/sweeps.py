@@ -9,7 +9,7 @@ import time
 
 from services.common.config import Settings
 from services.common.db import Database, batches, files, items
-from services.common.storage import delete_blob, reclaim_abandoned, reclaim_owned
+from services.common.db.blobs import delete_blob, reclaim_abandoned, reclaim_owned
 from services.ingest.idempotency import IdempotencyKeys
 
 log = logging.getLogger(__name__)

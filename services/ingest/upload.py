@@ -16,7 +16,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from services.common import errors
-from services.common.storage import BlobWriter
+from services.common.db.blobs import BlobWriter
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FILENAME_CHARS = 512  # files.filename

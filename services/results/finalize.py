@@ -33,10 +33,10 @@ from typing import Any
 from services.common import telemetry
 from services.common.config import Settings
 from services.common.db import Database, DatabaseError, Row, batches, files, items
+from services.common.db.blobs import BlobWriter, reclaim_owned
 from services.common.faults import crash_point
 from services.common.ids import file_id
 from services.common.states import BatchStatus, FilePurpose, ItemState
-from services.common.storage import BlobWriter, reclaim_owned
 from services.results.lines import LineRenderer
 from services.results.metrics import ResultsMetrics, error_code
 from services.results.webhook_events import enqueue_batch_event

@@ -7,8 +7,9 @@ these named operations, and see only the row and connection types re-exported he
 
 from sqlalchemy import Row
 from sqlalchemy.exc import DBAPIError as DatabaseError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection as Connection
 
 from services.common.db.engine import Database
 
-__all__ = ["Connection", "Database", "DatabaseError", "Row"]
+__all__ = ["Connection", "Database", "DatabaseError", "IntegrityError", "Row"]

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db import Database
+from services.common.db.engine import Database
 from services.common.db.schema import blob_chunks, blobs
 from services.common.ids import new_id
 

@@ -1,0 +1,107 @@
+"""The layout's rules, checked on the source (README "Architecture"):
+
+- SQL lives only in `services/common/db/`: no other production module imports SQLAlchemy, the
+  tables (`db.schema`) or the dialect's statement builders;
+- a service never imports another service's modules (cross-service work goes over gRPC), and
+  `services/common` imports no service;
+- no production module is longer than 400 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVICES = ("ingest", "scheduler", "executor", "results")
+DB_PACKAGE = "services.common.db"
+# What a service may take from the dialect module: operations, not statement builders.
+DIALECT_OPERATIONS = {"notify", "Listener", "LeaderLock"}
+MAX_LINES = 400
+# Longer today, to be split by concern (README "Development"); nothing may join this list.
+OVER_MAX_LINES = {
+    "batchgate/client_cli.py",
+    "batchgate/server_cli.py",
+    "services/common/telemetry.py",
+    "services/common/translate/anthropic_to_chat.py",
+    "services/executor/anthropic.py",
+    "services/executor/runner.py",
+    "services/executor/worker.py",
+}
+
+
+def _production_modules() -> list[Path]:
+    found = []
+    for top in ("services", "batchgate", "gateway"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            relative = path.relative_to(ROOT)
+            if (
+                "tests" in relative.parts
+                or "node_modules" in relative.parts
+                or path.name.endswith(("_pb2.py", "_pb2_grpc.py"))
+            ):
+                continue
+            found.append(relative)
+    return found
+
+
+def _module_name(relative: Path) -> str:
+    return ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+
+
+def _imports(relative: Path) -> list[tuple[str, set[str]]]:
+    """(module imported, names taken from it) for every import in the file, nested ones too."""
+    tree = ast.parse((ROOT / relative).read_text())
+    found: list[tuple[str, set[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, set()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, {alias.name for alias in node.names}))
+    return found
+
+
+MODULES = _production_modules()
+
+
+@pytest.mark.parametrize(
+    "relative", [m for m in MODULES if not _module_name(m).startswith(DB_PACKAGE)], ids=str
+)
+def test_sql_lives_only_in_the_db_package(relative: Path) -> None:
+    for module, names in _imports(relative):
+        assert module.split(".")[0] != "sqlalchemy", (
+            f"{relative} imports {module}: SQL belongs in {DB_PACKAGE}"
+        )
+        assert module != f"{DB_PACKAGE}.schema", f"{relative} uses the tables: call a {DB_PACKAGE} operation"
+        if module == f"{DB_PACKAGE}.dialect":
+            assert names <= DIALECT_OPERATIONS, (
+                f"{relative} builds SQL with {sorted(names - DIALECT_OPERATIONS)}"
+            )
+
+
+@pytest.mark.parametrize("relative", [m for m in MODULES if m.parts[0] == "services"], ids=str)
+def test_no_service_imports_another(relative: Path) -> None:
+    own = relative.parts[1]
+    for module, names in _imports(relative):
+        parts = module.split(".")
+        targets = [parts[1]] if parts[0] == "services" and len(parts) > 1 else []
+        if module == "services":
+            targets = list(names)
+        for target in targets:
+            if target in SERVICES:
+                assert target == own, (
+                    f"{relative} imports {module} ({names or ''}): call that service over gRPC"
+                )
+
+
+def test_no_production_module_is_longer_than_400_lines() -> None:
+    long = {str(m): n for m in MODULES if (n := len((ROOT / m).read_text().splitlines())) > MAX_LINES}
+    assert set(long) <= OVER_MAX_LINES, f"split these by concern: {long}"
+
+
+def test_the_rules_see_the_code() -> None:
+    """The checks above read real modules (a wrong root would pass them vacuously)."""
+    names = {_module_name(m) for m in MODULES}
+    assert {"services.common.db.batches", "services.ingest.batch_create", "batchgate.cli"} <= names
