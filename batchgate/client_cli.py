@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ def _when(stamp: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(headers: tuple[str, ...], rows: Sequence[Sequence[str]]) -> None:
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     for row in (headers, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

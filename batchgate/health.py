@@ -31,7 +31,7 @@ def grpc_serving(channel: grpc.Channel, timeout_s: float) -> bool:
         )
     except grpc.RpcError:
         return False
-    return answer.status == health_pb2.HealthCheckResponse.SERVING
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def _http_ok(url: str, timeout_s: float) -> bool:

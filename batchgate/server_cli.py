@@ -280,7 +280,8 @@ def ensure_certs(settings: Settings) -> list[str]:
 
 
 def cmd_certs(args: argparse.Namespace) -> None:
-    from batchgate.certs import IDENTITIES, check_name
+    from batchgate.certs import check_name
+    from services.common.authz import IDENTITIES
 
     certs = _cert_dir(_settings(args), args)
     try:

@@ -249,7 +249,7 @@ def render(
         max_request_body=max_json_body_bytes(settings),
         max_response_body=settings.grpc_max_message_bytes,
     )
-    config = yaml.safe_load(text)
+    config: dict[str, Any] = yaml.safe_load(text)
     methods = public_methods(descriptor_path)
     unmapped = sorted({m.service for m in methods} - set(SERVICE_CLUSTERS))
     if unmapped:

@@ -15,9 +15,9 @@ from services.common import errors
 
 def page_limit(request: Message, default: int, maximum: int) -> int:
     """The request's `limit`, `default` when it is not set; 400 `invalid_limit` outside 1..maximum."""
-    if not request.HasField("limit"):  # type: ignore[arg-type]
+    if not request.HasField("limit"):
         return default
-    limit: int = request.limit  # type: ignore[attr-defined]
+    limit: int = request.limit
     if not 1 <= limit <= maximum:
         raise errors.invalid(
             f"'limit' must be between 1 and {maximum}; got {limit}.", "invalid_limit", "limit"

@@ -69,7 +69,7 @@ def channel(settings: Settings, service: str, caller: str) -> grpc.aio.Channel:
             address, tls.channel_credentials(pem), options=options, interceptors=interceptors
         )
 
-    return ReloadingChannel(material, make)  # type: ignore[return-value]
+    return ReloadingChannel(material, make)
 
 
 class _MultiCallable:

@@ -311,9 +311,9 @@ def record_child_span(
         return None
     span = tracer(service).start_span(
         name,
-        context=_parent(traceparent),
+        context=_parent(traceparent or ""),
         attributes=attributes,
-        start_time=start_ns,  # type: ignore[arg-type]
+        start_time=start_ns,
     )
     span.end()
     return traceparent_of(span)

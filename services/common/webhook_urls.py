@@ -76,7 +76,7 @@ async def allowed_addresses(url: str, allowed: Sequence[Network]) -> list[str]:
                 infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (OSError, TimeoutError):
             raise RefusedUrl(f"The host {host!r} cannot be resolved.") from None
-        addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     refused = [a for a in addresses if not address_allowed(a, allowed)]
     if refused or not addresses:
         raise RefusedUrl(

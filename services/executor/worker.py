@@ -109,7 +109,7 @@ class _Retry:
 
     @property
     def wait_s(self) -> float:
-        return min(RPC_RETRY_S * 2 ** max(self.failures - 1, 0), RPC_RETRY_MAX_S)
+        return float(min(RPC_RETRY_S * 2 ** max(self.failures - 1, 0), RPC_RETRY_MAX_S))
 
     def failed(self, exc: grpc.aio.AioRpcError) -> float:
         self.failures += 1

@@ -34,7 +34,7 @@ from batchgate.v1 import batches_pb2
 from services.common import errors, telemetry
 from services.common.auth import Principal
 from services.common.config import Settings
-from services.common.db import Connection, Database, Row, batches, files, items
+from services.common.db import AnyRow, Connection, Database, batches, files, items
 from services.common.db.blobs import BlobWriter
 from services.common.faults import crash_point
 from services.common.ids import batch_id as new_batch_id
@@ -69,7 +69,7 @@ METADATA_MAX_VALUE = 512
 
 @dataclass
 class CreateResult:
-    batch: Row[Any]
+    batch: AnyRow
     rejections: list[Rejection] = field(default_factory=list)
     """The first rejections (at most `rejected_preview_max`); the file has every one."""
     replayed: bool = False

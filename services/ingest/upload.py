@@ -135,7 +135,7 @@ async def receive_upload(
                 raise errors.invalid("Missing multipart content type.", "invalid_content_type")
             parser = MultipartParser(
                 _boundary(content_type),
-                callbacks={  # type: ignore[arg-type]
+                callbacks={
                     "on_part_begin": collector.on_part_begin,
                     "on_header_field": collector.on_header_field,
                     "on_header_value": collector.on_header_value,

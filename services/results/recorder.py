@@ -88,10 +88,11 @@ class Recorder:
             ref = outcome.ref
             item = current.get(ref.index)
             same_lease = item is not None and ref.attempt > 0 and item.attempt == ref.attempt
-            if same_lease and (item.state in ITEM_REPORTED or ref.index in taken):
+            state = item.state if item is not None else None
+            if same_lease and (state in ITEM_REPORTED or ref.index in taken):
                 summary.duplicates += 1
                 result = "duplicate"
-            elif same_lease and item.state in ITEM_OPEN and outcome.state in (SUCCEEDED, FAILED):
+            elif same_lease and state in ITEM_OPEN and outcome.state in (SUCCEEDED, FAILED):
                 rows.append(self._row(batch_id, outcome, batch.discount, now))
                 taken.add(ref.index)
                 result = "accepted"

@@ -16,7 +16,8 @@ from batchgate.v1 import results_pb2, results_pb2_grpc
 from services.common import errors, paging
 from services.common import proto_values as pv
 from services.common.auth import principal
-from services.common.db import Database, Row, batches
+from services.common.db import AnyRow, Database, batches
+from services.common.db.usage import UsageFilter
 from services.common.ids import plausible_id
 from services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
 from services.results.finalize import Finalizer, item_pages
@@ -25,7 +26,6 @@ from services.results.recorder import Recorder
 from services.results.usage import (
     EVENTS_PAGE_DEFAULT,
     EVENTS_PAGE_MAX,
-    UsageFilter,
     event_message,
     group_message,
     parse_group_by,
@@ -74,7 +74,7 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
         return recorder_pb2.FinalizeBatchResponse(status=status or "")
 
 
-async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
+async def visible_batch(db: Database, batch_id: str) -> AnyRow:
     """The caller's batch (id, status), or 404 (unknown or another project's)."""
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")

@@ -32,4 +32,4 @@ class SpendServicer(spend_pb2_grpc.SpendServiceServicer):
 def register_spend_service(server: grpc.aio.Server, db: Database) -> str:
     """Adds SpendService to `server`; returns its full name (for health)."""
     spend_pb2_grpc.add_SpendServiceServicer_to_server(SpendServicer(db), server)
-    return spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name
+    return str(spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name)

@@ -46,7 +46,7 @@ class Claim:
 def retry_delay_s(settings: Settings, attempt: int) -> float:
     """Wait after failed attempt number `attempt` (1-based): doubling, capped, with jitter."""
     base = min(settings.webhook_retry_initial_s * 2 ** (attempt - 1), settings.webhook_retry_max_s)
-    return base * (0.5 + random.random() / 2)
+    return float(base * (0.5 + random.random() / 2))
 
 
 class WebhookDeliverer:

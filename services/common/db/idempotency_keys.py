@@ -7,13 +7,11 @@ transaction that publishes the batch, or releases it when it fails.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import ColumnElement, Row, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.dialect import lock_rows
-from services.common.db.engine import Database
+from services.common.db.engine import AnyRow, Database
 from services.common.db.schema import idempotency_keys
 
 keys = idempotency_keys.c
@@ -23,10 +21,11 @@ def _unbound(project_id: str, key: str) -> tuple[ColumnElement[bool], ...]:
     return (keys.project_id == project_id, keys.key == key, keys.batch_id.is_(None))
 
 
-async def lock(db: Database, conn: AsyncConnection, project_id: str, key: str) -> Row[Any] | None:
+async def lock(db: Database, conn: AsyncConnection, project_id: str, key: str) -> AnyRow | None:
     """ingest: the key's row, locked (PostgreSQL) until the transaction ends."""
     query = select(idempotency_keys).where(keys.project_id == project_id, keys.key == key)
-    return (await conn.execute(lock_rows(db, query))).first()
+    row: AnyRow | None = (await conn.execute(lock_rows(db, query))).first()
+    return row
 
 
 async def claim(

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.dialect import insert_rows, lock_rows
-from services.common.db.engine import Database
+from services.common.db.engine import AnyRow, Database
 from services.common.db.schema import items
 from services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
 
@@ -76,7 +76,7 @@ async def delete_of_batch(conn: AsyncConnection, batch_id: str) -> None:
     await conn.execute(delete(items).where(items.c.batch_id == batch_id))
 
 
-async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row[Any]]:
+async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[AnyRow]:
     """ingest: (line, custom_id, error_code, error_message) of a batch's first rejected records."""
     query = (
         select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
@@ -92,7 +92,7 @@ async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row
 
 async def lock_current(
     db: Database, conn: AsyncConnection, batch_id: str, indexes: Sequence[int]
-) -> dict[int, Row[Any]]:
+) -> dict[int, AnyRow]:
     """results: (idx, state, attempt, custom_id) of the batch's items `indexes`, locked
     (PostgreSQL) after the batch row, by index."""
     query = select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
@@ -109,7 +109,7 @@ async def store_outcomes(conn: AsyncConnection, rows: list[dict[str, Any]]) -> N
 
 async def line_page(
     conn: AsyncConnection, batch_id: str, after: int, states: tuple[str, ...] | None, limit: int
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """results: up to `limit` items (LINE_COLUMNS) after the index `after`, in input order,
     optionally only those in `states`."""
     query = select(*LINE_COLUMNS).where(items.c.batch_id == batch_id, items.c.idx > after)
@@ -118,7 +118,7 @@ async def line_page(
     return list((await conn.execute(query.order_by(items.c.idx).limit(limit))).all())
 
 
-async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """results: (state, error_code, count) of the batch's items that ended without an executor."""
     query = (
         select(items.c.state, items.c.error_code, func.count())
@@ -128,7 +128,7 @@ async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
     return list((await conn.execute(query)).all())
 
 
-async def traced(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def traced(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """results: (idx, custom_id, state, traceparent) of the batch's traced items, in order."""
     query = (
         select(items.c.idx, items.c.custom_id, items.c.state, items.c.traceparent)
