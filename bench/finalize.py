@@ -28,6 +28,7 @@ from services.common.db.schema import batches, blob_chunks, files, items
 from services.common.ids import batch_id as new_batch_id
 from services.common.loading import load_settings
 from services.results.finalize import Finalizer
+from tests.integration.seed import insert_running_batch
 
 SEED_CHUNK = 5000
 
@@ -88,22 +89,17 @@ async def seed(db: Database, n: int, failed_share: float) -> str:
     failed = len(range(0, n, failed_every)) if failed_every else 0
     now = time.time()
     async with db.write() as conn:
-        await conn.execute(
-            insert(batches).values(
-                id=batch,
-                project_id=project,
-                api_key_id="key_bench",
-                endpoint="/v1/chat/completions",
-                input_file_id="file-bench",
-                completion_window="24h",
-                status="in_progress",
-                created_at=now,
-                expires_at=now + 86400,
-                in_progress_at=now,
-                total=n,
-                completed_count=n - failed,
-                failed_count=failed,
-            )
+        await insert_running_batch(
+            conn,
+            batch,
+            project_id=project,
+            api_key_id="key_bench",
+            input_file_id="file-bench",
+            total=n,
+            created_at=now,
+            expires_at=now + 86400,
+            completed_count=n - failed,
+            failed_count=failed,
         )
     for start in range(0, n, SEED_CHUNK):
         async with db.write() as conn:

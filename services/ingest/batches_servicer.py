@@ -96,13 +96,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 limit=limit + 1,
             )
         page = [batch_message(r) for r in rows[:limit]]
-        return batches_pb2.ListBatchesResponse(
-            object="list",
-            data=page,
-            has_more=len(rows) > limit,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
         """The `status` and `metadata_key`/`metadata_value` filters of a listing."""

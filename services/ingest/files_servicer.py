@@ -10,7 +10,6 @@ from google.api import httpbody_pb2
 
 from batchgate.v1 import files_pb2, files_pb2_grpc
 from services.common import errors, paging
-from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.config import Settings
 from services.common.db import Database, batches, files
@@ -131,13 +130,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
                 limit=limit + 1,
             )
         page = [file_message(r) for r in rows[:limit]]
-        return files_pb2.ListFilesResponse(
-            object="list",
-            data=page,
-            has_more=len(rows) > limit,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return files_pb2.ListFilesResponse(**paging.page_fields(page, len(rows) > limit))
 
     async def GetFile(
         self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext

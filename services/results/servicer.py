@@ -14,7 +14,6 @@ from google.api import httpbody_pb2
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
 from services.common import errors, paging
-from services.common import proto_values as pv
 from services.common.auth import principal
 from services.common.db import AnyRow, Database, batches
 from services.common.db.usage import UsageFilter
@@ -139,13 +138,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
             self._db, await self._usage_filter(request), request.after, limit
         )
         page = [event_message(r) for r in rows]
-        return results_pb2.ListUsageEventsResponse(
-            object="list",
-            data=page,
-            has_more=has_more,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return results_pb2.ListUsageEventsResponse(**paging.page_fields(page, has_more))
 
     async def ListWebhookDeliveries(
         self, request: results_pb2.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
