@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from services.common import auth, authz, errors, rest_input, telemetry, tls
+from services.common import auth, authz, errors, rest_input, rpc_tracing, tls
 from services.common.config import Settings
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class ServiceHost:
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: errors.ApiError, span: Any) -> None:
-    telemetry.set_rpc_status(span, exc.grpc_code, server=True)
+    rpc_tracing.set_rpc_status(span, exc.grpc_code, server=True)
     await context.abort(exc.grpc_code, exc.message, trailing_metadata=exc.trailing_metadata())
 
 
@@ -119,11 +119,11 @@ class _Guard:
 
     @contextlib.asynccontextmanager
     async def _guarded(self, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-        with telemetry.server_span(self._service, self._method, context) as span:
+        with rpc_tracing.server_span(self._service, self._method, context) as span:
             try:
                 await self._enter(context)
                 yield
-                telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
+                rpc_tracing.set_rpc_status(span, grpc.StatusCode.OK, server=True)
             except errors.ApiError as exc:
                 await _abort(context, exc, span)
             except (grpc.aio.AbortError, asyncio.CancelledError):

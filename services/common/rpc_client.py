@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from services.common import telemetry, tls
+from services.common import rpc_tracing, tls
 from services.common.config import Settings
 from services.common.grpc_server import channel_options
 
@@ -58,7 +58,7 @@ def channel(settings: Settings, service: str, caller: str) -> grpc.aio.Channel:
     trace context and, when `caller` traces, gets a client span)."""
     address = target(settings, service)
     options = [*channel_options(settings), ("grpc.service_config", SERVICE_CONFIG)]
-    interceptors = telemetry.client_interceptors(caller)
+    interceptors = rpc_tracing.client_interceptors(caller)
     material = tls.material(settings, caller)
     if material is None:
         return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)

@@ -20,11 +20,9 @@ DB_PACKAGE = "services.common.db"
 # What a service may take from the dialect module: operations, not statement builders.
 DIALECT_OPERATIONS = {"notify", "Listener", "LeaderLock"}
 MAX_LINES = 400
-# Longer today, to be split by concern (README "Development"); nothing may join this list.
+# Longer today, to be split by concern: the executor's loop and runner, and the Anthropic
+# translation that issue 14 is folding into `services/common/translate`. Nothing may join this.
 OVER_MAX_LINES = {
-    "batchgate/client_cli.py",
-    "batchgate/server_cli.py",
-    "services/common/telemetry.py",
     "services/common/translate/anthropic_to_chat.py",
     "services/executor/anthropic.py",
     "services/executor/runner.py",
