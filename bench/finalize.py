@@ -22,9 +22,9 @@ import orjson
 from sqlalchemy import insert, select
 
 from services.common import auth
-from services.common.db import Database
+from services.common.db import Database, batches, files
 from services.common.db.migrate import migrate
-from services.common.db.schema import batches, blob_chunks, files, items
+from services.common.db.schema import blob_chunks, items
 from services.common.ids import batch_id as new_batch_id
 from services.common.loading import load_settings
 from services.results.finalize import Finalizer
@@ -125,11 +125,8 @@ async def run(url: str, n: int, failed_share: float, profile: bool) -> None:
             profiler.disable()
         elapsed = time.perf_counter() - started
         async with db.read() as conn:
-            row = (await conn.execute(select(batches).where(batches.c.id == batch))).one()
-            sizes = {
-                f.id: f.bytes
-                for f in (await conn.execute(select(files).where(files.c.batch_id == batch))).all()
-            }
+            row = await batches.get(conn, batch)
+            sizes = {f.id: f.bytes for f in await files.of_batch(conn, batch)}
             chunks = len((await conn.execute(select(blob_chunks.c.seq))).all())
         print(
             f"{db.dialect}: finalize of {n} items → {status} in {elapsed:.2f} s "
