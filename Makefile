@@ -70,4 +70,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .ruff_cache $(UI)/node_modules
+	rm -rf $(VENV) data .pytest_cache .ruff_cache .mypy_cache $(UI)/node_modules

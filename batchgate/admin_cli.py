@@ -14,11 +14,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from batchgate.exit_codes import CommandError, ExitCode
-from services.common.config import Settings
-from services.common.loading import load_settings
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import load_settings
 
 if TYPE_CHECKING:
-    from services.common.db import Database
+    from batchgate.services.common.db import Database
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
@@ -26,8 +26,8 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 
 async def with_db(settings: Settings, action: Any) -> Any:
-    from services.common.db import Database
-    from services.common.db.migrate import migrate
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.db.migrate import migrate
 
     db = Database(settings.resolved_database_url)
     try:
@@ -52,7 +52,7 @@ def show_budget(budget: float | None) -> str:
 
 
 async def project_or_exit(db: Database, name: str) -> str:
-    from services.common import auth
+    from batchgate.services.common import auth
 
     project = await auth.find_project(db, name)
     if project is None:
@@ -61,8 +61,8 @@ async def project_or_exit(db: Database, name: str) -> str:
 
 
 def cmd_keys(args: argparse.Namespace) -> None:
-    from services.common import auth
-    from services.common.db import projects
+    from batchgate.services.common import auth
+    from batchgate.services.common.db import projects
 
     settings = settings_of(args)
 
@@ -127,8 +127,8 @@ def cmd_keys(args: argparse.Namespace) -> None:
 
 
 def cmd_projects(args: argparse.Namespace) -> None:
-    from services.common import auth
-    from services.common.db import projects
+    from batchgate.services.common import auth
+    from batchgate.services.common.db import projects
 
     settings = settings_of(args)
 
@@ -157,7 +157,7 @@ def cmd_projects(args: argparse.Namespace) -> None:
 
 
 def cmd_webhooks(args: argparse.Namespace) -> None:
-    from services.common import auth
+    from batchgate.services.common import auth
 
     settings = settings_of(args)
     project = args.project or auth.DEFAULT_PROJECT_NAME
@@ -178,7 +178,7 @@ def cmd_webhooks(args: argparse.Namespace) -> None:
 
 def cert_dir(settings: Settings, args: argparse.Namespace) -> Any:
     from batchgate.certs import CertDir
-    from services.common import tls
+    from batchgate.services.common import tls
 
     return CertDir.at(args.dir or tls.tls_dir(settings), args.ca_key)
 
@@ -189,7 +189,7 @@ def ensure_certs(settings: Settings) -> list[str]:
     step). Returns the identities issued now. Nothing when internal TLS is off or the settings
     point at the operator's own files."""
     from batchgate.certs import CertDir
-    from services.common import tls
+    from batchgate.services.common import tls
 
     if settings.insecure_internal or settings.tls_ca_file or settings.tls_cert_file or settings.tls_key_file:
         return []
@@ -198,7 +198,7 @@ def ensure_certs(settings: Settings) -> list[str]:
 
 def cmd_certs(args: argparse.Namespace) -> None:
     from batchgate.certs import check_name
-    from services.common.authz import IDENTITIES
+    from batchgate.services.common.authz import IDENTITIES
 
     certs = cert_dir(settings_of(args), args)
     try:

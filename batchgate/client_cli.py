@@ -20,8 +20,8 @@ from batchgate import client_views as views
 from batchgate.api_client import ApiClient, ApiFailure, save_to
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
-from services.common.loading import load_settings
-from services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
+from batchgate.services.common.loading import load_settings
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
 
 BASE_URL_ENV = "BATCHGATE_BASE_URL"
 API_KEY_ENV = "BATCHGATE_API_KEY"

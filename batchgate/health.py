@@ -15,8 +15,8 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common import authz, tls
-from services.common.config import Settings
+from batchgate.services.common import authz, tls
+from batchgate.services.common.config import Settings
 
 GRPC_SERVICES = ("ingest", "scheduler", "results", "executor")
 HTTP_TARGETS = ("envoy", "simulator")

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from batchgate import admin_cli as admin
 from batchgate.exit_codes import CommandError, ExitCode
-from services.common.config import Settings
-from services.common.loading import load_settings
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import load_settings
 
 if TYPE_CHECKING:
-    from services.common.db import Database
-    from services.common.grpc_server import ServiceHost
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.grpc_server import ServiceHost
 
 SERVICES = ("ingest", "scheduler", "results", "executor")
 UP_FLAGS = {
@@ -39,17 +39,17 @@ UP_FLAGS = {
 
 
 async def _serve(settings: Settings, services: list[str], index: int) -> None:
-    from services.common import auth, telemetry
-    from services.common.db import Database
-    from services.common.grpc_server import run_hosts
+    from batchgate.services.common import auth, telemetry
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.grpc_server import run_hosts
 
     hosts: list[ServiceHost] = []
     db: Database | None = None
     core = [s for s in services if s != "executor"]
     if core:
-        from services.ingest import server as ingest_server
-        from services.results import server as results_server
-        from services.scheduler import server as scheduler_server
+        from batchgate.services.ingest import server as ingest_server
+        from batchgate.services.results import server as results_server
+        from batchgate.services.scheduler import server as scheduler_server
 
         builders = {
             "ingest": ingest_server.build,
@@ -59,7 +59,7 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
         db = Database(settings.resolved_database_url)
         hosts += [builders[name](settings, db) for name in core]
     if "executor" in services:
-        from services.executor import server as executor_server
+        from batchgate.services.executor import server as executor_server
 
         hosts.append(executor_server.build(settings, port=settings.executor_port + index))
     verifier = auth.KeyVerifier(db, settings.auth_cache_s) if db is not None else None
@@ -74,7 +74,7 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvloop
 
-    from services.common import faults, logs, telemetry, tls
+    from batchgate.services.common import faults, logs, telemetry, tls
 
     settings = admin.settings_of(args)
     name = "+".join(args.services)
@@ -109,9 +109,9 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_simulate(args: argparse.Namespace) -> None:
     import uvloop
 
+    from batchgate.services.common import logs
     from batchgate.simulator import SimulatorOptions
     from batchgate.simulator import serve as serve_simulator
-    from services.common import logs
 
     settings = admin.settings_of(args)
     logs.setup("simulator", settings.log_level, settings.log_format)
@@ -136,8 +136,8 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_envoy_config(args: argparse.Namespace) -> None:
-    from gateway.render import write_config
-    from services.common import tls
+    from batchgate.gateway.render import write_config
+    from batchgate.services.common import tls
 
     try:
         path = write_config(admin.settings_of(args), Path(args.out))
@@ -148,8 +148,8 @@ def cmd_envoy_config(args: argparse.Namespace) -> None:
 
 def cmd_envoy(args: argparse.Namespace) -> None:
     """Render the config into the data directory and become Envoy (containers run this)."""
-    from gateway import launcher as envoy_launcher
-    from services.common import tls
+    from batchgate.gateway import launcher as envoy_launcher
+    from batchgate.services.common import tls
 
     settings = admin.settings_of(args)
     if settings.insecure_internal:
@@ -168,7 +168,7 @@ def cmd_envoy(args: argparse.Namespace) -> None:
 
 def cmd_health(args: argparse.Namespace) -> None:
     from batchgate import health
-    from services.common import tls
+    from batchgate.services.common import tls
 
     settings = admin.settings_of(args)
     try:
@@ -190,7 +190,7 @@ def cmd_health(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     from batchgate.launcher import Stack
-    from services.common import auth
+    from batchgate.services.common import auth
 
     overrides = {
         env: str(getattr(args, flag)) for flag, env in UP_FLAGS.items() if getattr(args, flag) is not None
@@ -226,7 +226,7 @@ def cmd_up(args: argparse.Namespace) -> None:
             if settings.uses_simulator
             else f"{len(settings.providers)} configured provider(s)"
         )
-        from gateway import panel
+        from batchgate.gateway import panel
 
         web_panel = f"{settings.base_url}/ui/" if panel.assets() is not None else "not installed (run `make`)"
         print(

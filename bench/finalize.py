@@ -19,15 +19,15 @@ import time
 from pathlib import Path
 
 import orjson
+from batchgate.services.common import auth
+from batchgate.services.common.db import Database, batches, files
+from batchgate.services.common.db.migrate import migrate
+from batchgate.services.common.db.schema import blob_chunks, items
+from batchgate.services.common.ids import batch_id as new_batch_id
+from batchgate.services.common.loading import load_settings
+from batchgate.services.results.finalize import Finalizer
 from sqlalchemy import insert, select
 
-from services.common import auth
-from services.common.db import Database, batches, files
-from services.common.db.migrate import migrate
-from services.common.db.schema import blob_chunks, items
-from services.common.ids import batch_id as new_batch_id
-from services.common.loading import load_settings
-from services.results.finalize import Finalizer
 from tests.integration.seed import insert_running_batch
 
 SEED_CHUNK = 5000

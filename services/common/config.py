@@ -3,8 +3,8 @@
 Each field's `env` names its environment variable and `doc` says what it does; README.md's
 settings and limits tables are generated from them (`make gen`, `tools/config_docs.py`) and a
 test fails when they are stale. Values are loaded and checked by
-`services.common.loading.load_settings`; the provider/model catalogue is
-`services.common.catalogue`.
+`batchgate.services.common.loading.load_settings`; the provider/model catalogue is
+`batchgate.services.common.catalogue`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
 from google.protobuf.message import Message
-
-from services.common import errors
-from services.common import proto_values as pv
 
 
 def page_limit(request: Message, default: int, maximum: int) -> int:

@@ -21,10 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-
-from services.common import rpc_tracing, tls
-from services.common.config import Settings
-from services.common.grpc_server import channel_options
+from batchgate.services.common import rpc_tracing, tls
+from batchgate.services.common.config import Settings
+from batchgate.services.common.grpc_server import channel_options
 
 SERVICE_CONFIG = json.dumps(
     {"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}

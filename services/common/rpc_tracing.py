@@ -1,6 +1,6 @@
 """Traces of gRPC calls: a server span per handled call, continuing the caller's trace, and a
 client span per internal call, with the trace context in its metadata (RPC semantic
-conventions). Spans are recorded only where `services.common.telemetry` set tracing up.
+conventions). Spans are recorded only where `batchgate.services.common.telemetry` set tracing up.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
+from batchgate.services.common import telemetry
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
-
-from services.common import telemetry
 
 # gRPC codes a server span marks as errors (the caller's mistakes are not the server's).
 SERVER_ERROR_CODES = frozenset(

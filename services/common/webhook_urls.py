@@ -20,9 +20,8 @@ from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
-
-from services.common import errors
-from services.common.config import Settings
+from batchgate.services.common import errors
+from batchgate.services.common.config import Settings
 
 SCHEMES = ("http", "https")
 MAX_URL_LENGTH = 2048

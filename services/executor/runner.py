@@ -35,18 +35,15 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
-from opentelemetry import trace
-
-from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from services.common import telemetry
-from services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
-from services.common.config import Settings
-from services.executor import spans
-from services.executor.anthropic import AnthropicMessages
-from services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
-from services.executor.metrics import ExecutorMetrics
-from services.executor.rate_signals import retry_after_s, spent_window_s
-from services.executor.upstream import (
+from batchgate.services.common import telemetry
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.config import Settings
+from batchgate.services.executor import spans
+from batchgate.services.executor.anthropic import AnthropicMessages
+from batchgate.services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
+from batchgate.services.executor.metrics import ExecutorMetrics
+from batchgate.services.executor.rate_signals import retry_after_s, spent_window_s
+from batchgate.services.executor.upstream import (
     Adapter,
     OpenAICompatible,
     UnsupportedRequest,
@@ -54,7 +51,10 @@ from services.executor.upstream import (
     UpstreamRequest,
     unsupported_answer,
 )
-from services.executor.usage import estimate_tokens, usage_of
+from batchgate.services.executor.usage import estimate_tokens, usage_of
+from opentelemetry import trace
+
+from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 
 log = logging.getLogger(__name__)
 

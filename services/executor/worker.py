@@ -45,6 +45,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import grpc
+from batchgate.services.common.config import Settings
+from batchgate.services.executor.runner import Control, ItemRunner, NotStarted
 
 from batchgate.internal.v1 import (
     items_pb2,
@@ -53,8 +55,6 @@ from batchgate.internal.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-from services.common.config import Settings
-from services.executor.runner import Control, ItemRunner, NotStarted
 
 log = logging.getLogger(__name__)
 

@@ -6,20 +6,20 @@ import logging
 
 import grpc
 import orjson
+from batchgate.services.common import errors, paging, rest_input
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.auth import principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches
+from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
+from batchgate.services.ingest.create_checks import check_metadata
+from batchgate.services.ingest.idempotency import key_from_metadata
+from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.views import batch_message
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import errors, paging, rest_input
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.config import Settings
-from services.common.db import Database, batches
-from services.common.states import BATCH_TRANSITIONS, BatchStatus
-from services.ingest.batch_create import BatchCreator, CreateResult
-from services.ingest.create_checks import check_metadata
-from services.ingest.idempotency import key_from_metadata
-from services.ingest.lookup import check_cursor, visible_batch
-from services.ingest.views import batch_message
 
 log = logging.getLogger(__name__)
 

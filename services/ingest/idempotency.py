@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from batchgate.services.common import errors
+from batchgate.services.common.db import Connection, Database, IntegrityError, idempotency_keys
 from google.protobuf.message import Message
-
-from services.common import errors
-from services.common.db import Connection, Database, IntegrityError, idempotency_keys
 
 METADATA_KEY = "idempotency-key"
 MAX_KEY_BYTES = 512

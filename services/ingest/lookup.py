@@ -6,9 +6,9 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 
 from __future__ import annotations
 
-from services.common import errors, paging
-from services.common.db import AnyRow, Connection, Database, batches, files
-from services.common.ids import plausible_id
+from batchgate.services.common import errors, paging
+from batchgate.services.common.db import AnyRow, Connection, Database, batches, files
+from batchgate.services.common.ids import plausible_id
 
 
 async def visible_file(

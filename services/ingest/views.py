@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow
 
 from batchgate.v1 import batches_pb2, files_pb2
-from services.common import proto_values as pv
-from services.common.db import AnyRow
 
 
 def file_message(row: AnyRow) -> files_pb2.File:

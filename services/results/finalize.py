@@ -29,16 +29,16 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from services.common import telemetry
-from services.common.config import Settings
-from services.common.db import AnyRow, Database, DatabaseError, batches, files, items
-from services.common.db.blobs import BlobWriter, reclaim_owned
-from services.common.faults import crash_point
-from services.common.ids import file_id
-from services.common.states import BatchStatus, FilePurpose, ItemState
-from services.results.lines import LineRenderer
-from services.results.metrics import ResultsMetrics, error_code
-from services.results.webhook_events import enqueue_batch_event
+from batchgate.services.common import telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow, Database, DatabaseError, batches, files, items
+from batchgate.services.common.db.blobs import BlobWriter, reclaim_owned
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.ids import file_id
+from batchgate.services.common.states import BatchStatus, FilePurpose, ItemState
+from batchgate.services.results.lines import LineRenderer
+from batchgate.services.results.metrics import ResultsMetrics, error_code
+from batchgate.services.results.webhook_events import enqueue_batch_event
 
 log = logging.getLogger(__name__)
 

@@ -9,20 +9,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
-from google.api import httpbody_pb2
-
-from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
-from batchgate.v1 import results_pb2, results_pb2_grpc
-from services.common import errors, paging
-from services.common.auth import principal
-from services.common.db import AnyRow, Database, batches
-from services.common.db.usage import UsageFilter
-from services.common.ids import plausible_id
-from services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
-from services.results.finalize import Finalizer, item_pages
-from services.results.lines import LineRenderer
-from services.results.recorder import Recorder
-from services.results.usage import (
+from batchgate.services.common import errors, paging
+from batchgate.services.common.auth import principal
+from batchgate.services.common.db import AnyRow, Database, batches
+from batchgate.services.common.db.usage import UsageFilter
+from batchgate.services.common.ids import plausible_id
+from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
+from batchgate.services.results.finalize import Finalizer, item_pages
+from batchgate.services.results.lines import LineRenderer
+from batchgate.services.results.recorder import Recorder
+from batchgate.services.results.usage import (
     EVENTS_PAGE_DEFAULT,
     EVENTS_PAGE_MAX,
     event_message,
@@ -31,7 +27,11 @@ from services.results.usage import (
     usage_event_page,
     usage_groups,
 )
-from services.results.webhook_views import delivery_messages
+from batchgate.services.results.webhook_views import delivery_messages
+from google.api import httpbody_pb2
+
+from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
+from batchgate.v1 import results_pb2, results_pb2_grpc
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from batchgate.services.common import errors, paging
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow, Database, usage
+from batchgate.services.common.db.usage import GROUP_COLUMNS, UsageFilter
+
 from batchgate.v1 import results_pb2
-from services.common import errors, paging
-from services.common import proto_values as pv
-from services.common.db import AnyRow, Database, usage
-from services.common.db.usage import GROUP_COLUMNS, UsageFilter
 
 EVENT_ID_PREFIX = "usage_"
 EVENTS_PAGE_DEFAULT = 100

@@ -17,10 +17,9 @@ import hmac
 from typing import Any
 
 import orjson
-
-from services.common.db import AnyRow, Connection, batches, webhooks
-from services.common.ids import new_id
-from services.common.states import BATCH_TERMINAL
+from batchgate.services.common.db import AnyRow, Connection, batches, webhooks
+from batchgate.services.common.ids import new_id
+from batchgate.services.common.states import BATCH_TERMINAL
 
 EVENT_OBJECT = "batch.event"
 EVENT_ID_HEADER = "Batchgate-Event-Id"

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+from batchgate.services.common import tls
 from openai import OpenAI
 
 from batchgate.certs import CertDir
@@ -32,7 +33,6 @@ from batchgate.internal.v1 import (
     spend_pb2_grpc,
 )
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import tls
 from tests.execution_support import create_batch, item_rows, private_stack
 from tests.support import (
     RunningStack,

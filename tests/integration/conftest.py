@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-
-from services.common.db import Database
-from services.common.db.migrate import migrate
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.migrate import migrate
 
 
 @pytest.fixture

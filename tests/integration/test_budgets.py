@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from services.common.db import Database
-from services.scheduler.budgets import Ask, Budgets
+from batchgate.services.common.db import Database
+from batchgate.services.scheduler.budgets import Ask, Budgets
 
 
 class Clock:

@@ -4,7 +4,7 @@ Who may call what (each operation's docstring starts with the services allowed):
 - ingest creates a batch (`insert_validating`), publishes it (`transition` → in_progress),
   discards an interrupted create, reads and lists what a project sees and edits metadata;
 - the scheduler asks for cancel (`request_cancel`) and reads statuses (its queue statements,
-  `services.common.db.queue`, read and close running batches);
+  `batchgate.services.common.db.queue`, read and close running batches);
 - results folds outcomes into the counters (`add_outcomes`), claims and ends a finalize
   (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled).
 
@@ -20,13 +20,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from batchgate.services.common.db.dialect import json_object_has, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import batches
+from batchgate.services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
 from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common.db.dialect import json_object_has, lock_rows
-from services.common.db.engine import AnyRow, Database
-from services.common.db.schema import batches
-from services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 

@@ -1,5 +1,5 @@
 """The `idempotency_keys` table (Idempotency-Key → batch, per project): the only place its SQL
-lives. Ingest alone calls these (`services.ingest.idempotency` holds the rules).
+lives. Ingest alone calls these (`batchgate.services.ingest.idempotency` holds the rules).
 
 A claim is a row whose `batch_id` is null; the create binds it to its batch in the
 transaction that publishes the batch, or releases it when it fails.
@@ -7,12 +7,11 @@ transaction that publishes the batch, or releases it when it fails.
 
 from __future__ import annotations
 
+from batchgate.services.common.db.dialect import lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import idempotency_keys
 from sqlalchemy import ColumnElement, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common.db.dialect import lock_rows
-from services.common.db.engine import AnyRow, Database
-from services.common.db.schema import idempotency_keys
 
 keys = idempotency_keys.c
 

@@ -1,5 +1,5 @@
 """The `items` table (one row per input record): the only place its SQL lives, besides the
-scheduler's queue statements over items and sessions (`services.common.db.queue`).
+scheduler's queue statements over items and sessions (`batchgate.services.common.db.queue`).
 
 Who may call what: ingest inserts a create's items (`queued` or `rejected`) and deletes those
 of a discarded create; results stores outcomes over current leases (`lock_current`,
@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from batchgate.services.common.db.dialect import insert_rows, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import items
+from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
 from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common.db.dialect import insert_rows, lock_rows
-from services.common.db.engine import AnyRow, Database
-from services.common.db.schema import items
-from services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (

@@ -2,7 +2,7 @@
 place their SQL lives.
 
 Who may call what: the operator commands (`batchgate keys|projects|webhooks`, through
-`services.common.auth`) create and edit projects and keys; every service that serves the
+`batchgate.services.common.auth`) create and edit projects and keys; every service that serves the
 public API verifies keys (`key_owner`); ingest reads budgets before a create; results reads
 the projects' webhook secrets to sign deliveries.
 """
@@ -12,11 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from batchgate.services.common.db.engine import AnyRow
+from batchgate.services.common.db.schema import api_keys, projects
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common.db.engine import AnyRow
-from services.common.db.schema import api_keys, projects
 
 
 async def id_by_name(conn: AsyncConnection, name: str) -> str | None:

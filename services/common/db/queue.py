@@ -1,6 +1,6 @@
 """The queue's statements (one aggregate: `items` leases, `executor_sessions`, and the reads of
 running batches they depend on): the only place this SQL lives. The scheduler alone calls
-these; `services.scheduler.queue` holds the rules (fairness, rounds, sessions' lifetimes).
+these; `batchgate.services.scheduler.queue` holds the rules (fairness, rounds, sessions' lifetimes).
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
 per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
@@ -23,13 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from batchgate.services.common.db.dialect import in_skip_locked, lock_rows, upsert
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import batches, executor_sessions, items
+from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemState
 from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common.db.dialect import in_skip_locked, lock_rows, upsert
-from services.common.db.engine import AnyRow, Database
-from services.common.db.schema import batches, executor_sessions, items
-from services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemState
 
 
 @dataclass(frozen=True)

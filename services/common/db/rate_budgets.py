@@ -1,15 +1,14 @@
 """The `rate_budgets` table (per provider key, the deployment's token buckets): the only place
-its SQL lives. The scheduler alone calls these (`services.scheduler.budgets` holds the rules).
+its SQL lives. The scheduler alone calls these (`batchgate.services.scheduler.budgets` holds the rules).
 """
 
 from __future__ import annotations
 
+from batchgate.services.common.db.dialect import lock_rows, upsert
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import rate_budgets
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common.db.dialect import lock_rows, upsert
-from services.common.db.engine import AnyRow, Database
-from services.common.db.schema import rate_budgets
 
 
 async def lock_bucket(

@@ -6,11 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from services.common.translate.anthropic_to_chat import ChatTarget
-from services.common.translate.message_batches import (
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget
+from batchgate.services.common.translate.message_batches import (
     AcceptedRequest,
     BatchLimits,
     BatchRefused,
@@ -20,6 +17,8 @@ from services.common.translate.message_batches import (
     check_create,
     requests_of,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROUTES = {
     "claude-native": ModelRoute(anthropic=True),

@@ -16,9 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-
-from services.common.errors import MAX_MESSAGE_BYTES, ApiError, clip
-from services.common.translate.shared import JsonObject
+from batchgate.services.common.errors import MAX_MESSAGE_BYTES, ApiError, clip
+from batchgate.services.common.translate.shared import JsonObject
 
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
