@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 import yaml
+
 from batchgate.gateway.launcher import envoy_binary
 
 TYPES = "type.googleapis.com/envoy.extensions.filters."

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 import orjson
+from sqlalchemy import insert, select
+
 from batchgate.services.common import auth
 from batchgate.services.common.db import Database, batches, files
 from batchgate.services.common.db.migrate import migrate
@@ -26,8 +28,6 @@ from batchgate.services.common.db.schema import blob_chunks, items
 from batchgate.services.common.ids import batch_id as new_batch_id
 from batchgate.services.common.loading import load_settings
 from batchgate.services.results.finalize import Finalizer
-from sqlalchemy import insert, select
-
 from tests.integration.seed import insert_running_batch
 
 SEED_CHUNK = 5000

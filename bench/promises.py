@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import openai
-from batchgate.services.common.db import Database
 from sqlalchemy import text
 
+from batchgate.services.common.db import Database
 from bench.harness import bench_stack, print_table
 from tests.execution_support import create_batch
 from tests.fake_upstream import Call, FakeUpstream, catalogue, records

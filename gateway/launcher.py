@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import envoy
+
 from batchgate.gateway.render import write_config
 from batchgate.services.common.config import Settings
 

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from google.api import annotations_pb2
+from google.protobuf import descriptor_pb2
+
 from batchgate.gateway import panel
 from batchgate.services.common import tls
 from batchgate.services.common.config import Settings
-from google.api import annotations_pb2
-from google.protobuf import descriptor_pb2
 
 HERE = Path(__file__).resolve().parent
 TEMPLATE = HERE / "envoy.yaml.tmpl"

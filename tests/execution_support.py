@@ -13,10 +13,10 @@ from typing import Any
 
 import openai
 import yaml
-from batchgate.services.common.db import Database
-from batchgate.services.common.db.schema import items
 from sqlalchemy import func, select
 
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import items
 from tests.support import TERMINAL, RunningStack, fresh_database, read_jsonl, running_stack, upload
 
 FAST_RETRY = {"initial_interval_s": 0.1, "backoff_coefficient": 2.0, "max_interval_s": 0.5, "max_attempts": 3}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from alembic import command
+
 from batchgate.services.common.db.engine import Database
 from batchgate.services.common.db.migrate import MIGRATIONS, alembic_config
 

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from batchgate.services.common import auth, authz, errors, rest_input, rpc_tracing, tls
-from batchgate.services.common.config import Settings
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
+
+from batchgate.services.common import auth, authz, errors, rest_input, rpc_tracing, tls
+from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from batchgate.services.common.catalogue import (
     CATALOGUE_KEYS,
     check_catalogue,

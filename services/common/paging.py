@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from google.protobuf.message import Message
+
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
-from google.protobuf.message import Message
 
 
 def page_limit(request: Message, default: int, maximum: int) -> int:

@@ -35,10 +35,11 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import orjson
-from batchgate.services.common import errors
-from batchgate.services.common import proto_values as pv
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
+
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
 
 BODY_FIELD = "http_body"
 QUERY_METADATA_KEY = "x-oai-query"

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+
 from batchgate.services.common import rpc_tracing, tls
 from batchgate.services.common.config import Settings
 from batchgate.services.common.grpc_server import channel_options

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
-from batchgate.services.common import telemetry
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from batchgate.services.common import telemetry
 
 # gRPC codes a server span marks as errors (the caller's mistakes are not the server's).
 SERVER_ERROR_CODES = frozenset(

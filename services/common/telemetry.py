@@ -32,10 +32,11 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from batchgate.services.common.config import Settings
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
+
+from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
 

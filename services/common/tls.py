@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from batchgate.services.common.config import Settings
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+
+from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
 

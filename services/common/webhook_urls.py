@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
+
 from batchgate.services.common import errors
 from batchgate.services.common.config import Settings
 

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+
 from batchgate.services.common.catalogue import ProviderConfig
 from batchgate.services.common.errors import ApiError
 from batchgate.services.executor.upstream import (

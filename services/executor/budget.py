@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
-from batchgate.services.executor.limits import Key
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.services.executor.limits import Key
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import orjson
+from opentelemetry import trace
+
+from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common import telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
@@ -52,9 +55,6 @@ from batchgate.services.executor.upstream import (
     unsupported_answer,
 )
 from batchgate.services.executor.usage import estimate_tokens, usage_of
-from opentelemetry import trace
-
-from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import grpc
+
+from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_grpc, scheduler_pb2_grpc
 from batchgate.services.common import rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.grpc_server import ServiceHost
@@ -12,8 +14,6 @@ from batchgate.services.executor.metrics import ExecutorMetrics
 from batchgate.services.executor.runner import ItemRunner
 from batchgate.services.executor.servicer import ExecutorServicer
 from batchgate.services.executor.worker import Executor, new_executor_id
-
-from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_grpc, scheduler_pb2_grpc
 
 
 def build(settings: Settings, port: int | None = None) -> ServiceHost:

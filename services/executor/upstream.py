@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+
 from batchgate.services.common.catalogue import ProviderConfig
 from batchgate.services.common.errors import ApiError
 

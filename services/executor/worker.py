@@ -45,8 +45,6 @@ import uuid
 from dataclasses import dataclass, field
 
 import grpc
-from batchgate.services.common.config import Settings
-from batchgate.services.executor.runner import Control, ItemRunner, NotStarted
 
 from batchgate.internal.v1 import (
     items_pb2,
@@ -55,6 +53,8 @@ from batchgate.internal.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
+from batchgate.services.common.config import Settings
+from batchgate.services.executor.runner import Control, ItemRunner, NotStarted
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import orjson
+
+from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common.auth import Principal
 from batchgate.services.common.config import Settings
@@ -57,8 +59,6 @@ from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys, reques
 from batchgate.services.ingest.lookup import visible_batch, visible_file
 from batchgate.services.ingest.metrics import IngestMetrics
 from batchgate.services.ingest.sweeps import discard_batch
-
-from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.v1 import batches_pb2
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,8 @@ import logging
 
 import grpc
 import orjson
+
+from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.auth import principal
@@ -17,8 +19,6 @@ from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.idempotency import key_from_metadata
 from batchgate.services.ingest.lookup import check_cursor, visible_batch
 from batchgate.services.ingest.views import batch_message
-
-from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
 log = logging.getLogger(__name__)

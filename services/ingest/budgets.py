@@ -10,11 +10,11 @@ spend: a batch created under budget runs to the end.
 from __future__ import annotations
 
 import grpc
+
+from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
 from batchgate.services.common import errors
 from batchgate.services.common.auth import Principal
 from batchgate.services.common.db import Database, projects
-
-from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
 
 SPEND_TIMEOUT_S = 10.0
 

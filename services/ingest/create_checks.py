@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.catalogue import SUPPORTED_ENDPOINTS
 from batchgate.services.common.config import Settings, parse_window
 from batchgate.services.common.db import AnyRow
 from batchgate.services.common.states import FilePurpose
-
 from batchgate.v1 import batches_pb2
 
 MIN_OUTPUT_EXPIRY_S = 3600

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.config import Settings
@@ -17,7 +18,6 @@ from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.validation import Accepted, RecordChecker
-
 from batchgate.v1 import batches_pb2
 
 ERROR_PREVIEW_BYTES = 5000

@@ -6,6 +6,8 @@ import time
 from collections.abc import AsyncIterator
 
 import grpc
+from google.api import httpbody_pb2
+
 from batchgate.services.common import errors, paging
 from batchgate.services.common.auth import principal
 from batchgate.services.common.config import Settings
@@ -16,8 +18,6 @@ from batchgate.services.common.states import ACCEPTED_PURPOSES, BatchStatus
 from batchgate.services.ingest.lookup import check_cursor, visible_file
 from batchgate.services.ingest.upload import receive_upload
 from batchgate.services.ingest.views import file_message
-from google.api import httpbody_pb2
-
 from batchgate.v1 import files_pb2, files_pb2_grpc
 
 FORM_FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")  # besides `file`

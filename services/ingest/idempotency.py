@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from google.protobuf.message import Message
+
 from batchgate.services.common import errors
 from batchgate.services.common.db import Connection, Database, IntegrityError, idempotency_keys
-from google.protobuf.message import Message
 
 METADATA_KEY = "idempotency-key"
 MAX_KEY_BYTES = 512

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from batchgate.services.common.states import ItemState
 from opentelemetry.metrics import Meter, NoOpMeter
+
+from batchgate.services.common.states import ItemState
 
 
 class IngestMetrics:

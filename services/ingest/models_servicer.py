@@ -7,8 +7,8 @@ none is configured): the same names record validation accepts in `body.model`.
 from __future__ import annotations
 
 import grpc
-from batchgate.services.common.config import Settings
 
+from batchgate.services.common.config import Settings
 from batchgate.v1 import models_pb2, models_pb2_grpc
 
 OWNED_BY = "batchgate"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import grpc
+
+from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
 from batchgate.services.common import rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
@@ -15,8 +17,6 @@ from batchgate.services.ingest.idempotency import IdempotencyKeys
 from batchgate.services.ingest.metrics import IngestMetrics
 from batchgate.services.ingest.models_servicer import ModelsServicer
 from batchgate.services.ingest.sweeps import run_sweeps
-
-from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
 from batchgate.v1 import (
     batches_pb2,
     batches_pb2_grpc,

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from batchgate.services.common import errors
-from batchgate.services.common.db.blobs import BlobWriter
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+
+from batchgate.services.common import errors
+from batchgate.services.common.db.blobs import BlobWriter
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FILENAME_CHARS = 512  # files.filename

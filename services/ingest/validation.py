@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.errors import clip

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.db import AnyRow
-
 from batchgate.v1 import batches_pb2, files_pb2
 
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+
 from batchgate.services.common.jsonl import one_line
 from batchgate.services.common.states import ItemState
 

@@ -20,14 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchgate.internal.v1 import items_pb2, recorder_pb2
 from batchgate.services.common import telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Connection, Database, batches, items, usage
 from batchgate.services.common.states import ITEM_OPEN, ITEM_REPORTED, ItemState, UsageSource
 from batchgate.services.results.metrics import ResultsMetrics, error_code
 from batchgate.services.results.pricing import item_cost
-
-from batchgate.internal.v1 import items_pb2, recorder_pb2
 
 SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
 FAILED = recorder_pb2.OUTCOME_STATE_FAILED

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import grpc
+
+from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.services.common import telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
@@ -14,8 +16,6 @@ from batchgate.services.results.servicer import RecorderServicer, ResultsService
 from batchgate.services.results.spend import register_spend_service
 from batchgate.services.results.sweeps import run_finalize_sweep
 from batchgate.services.results.webhook_delivery import WebhookDeliverer
-
-from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
 
 

@@ -9,6 +9,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
+from google.api import httpbody_pb2
+
+from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.services.common import errors, paging
 from batchgate.services.common.auth import principal
 from batchgate.services.common.db import AnyRow, Database, batches
@@ -28,9 +31,6 @@ from batchgate.services.results.usage import (
     usage_groups,
 )
 from batchgate.services.results.webhook_views import delivery_messages
-from google.api import httpbody_pb2
-
-from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ reading the table itself.
 from __future__ import annotations
 
 import grpc
-from batchgate.services.common.db import Database, usage
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
+from batchgate.services.common.db import Database, usage
 
 
 async def spend_usd(db: Database, project_id: str, api_key_id: str = "") -> tuple[float, float]:

@@ -15,7 +15,6 @@ from batchgate.services.common import errors, paging
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.db import AnyRow, Database, usage
 from batchgate.services.common.db.usage import GROUP_COLUMNS, UsageFilter
-
 from batchgate.v1 import results_pb2
 
 EVENT_ID_PREFIX = "usage_"

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
+
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, projects, webhooks
 from batchgate.services.common.states import DeliveryStatus

@@ -17,6 +17,7 @@ import hmac
 from typing import Any
 
 import orjson
+
 from batchgate.services.common.db import AnyRow, Connection, batches, webhooks
 from batchgate.services.common.ids import new_id
 from batchgate.services.common.states import BATCH_TERMINAL

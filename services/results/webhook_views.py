@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 import orjson
+
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.db import Database, webhooks
 from batchgate.services.common.states import DeliveryStatus
-
 from batchgate.v1 import results_pb2
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import grpc
+
+from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 from batchgate.services.common import rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
@@ -17,8 +19,6 @@ from batchgate.services.scheduler.metrics import SchedulerMetrics
 from batchgate.services.scheduler.queue import Queue
 from batchgate.services.scheduler.servicer import SchedulerServicer
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
-
-from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import grpc
+
+from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
@@ -24,8 +26,6 @@ from batchgate.services.scheduler.maintenance import Maintenance
 from batchgate.services.scheduler.metrics import SchedulerMetrics, tier_name
 from batchgate.services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
-
-from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import orjson
 import pytest
-from batchgate.services.common.db import Database
-from batchgate.services.common.db.schema import batches
 from openai.types import BatchError
 from sqlalchemy import update
 
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import batches
 from tests.support import (
     RunningStack,
     chat_records,

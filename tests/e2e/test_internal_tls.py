@@ -17,7 +17,6 @@ from typing import Any
 
 import grpc
 import pytest
-from batchgate.services.common import tls
 from openai import OpenAI
 
 from batchgate.certs import CertDir
@@ -32,6 +31,7 @@ from batchgate.internal.v1 import (
     spend_pb2,
     spend_pb2_grpc,
 )
+from batchgate.services.common import tls
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 from tests.execution_support import create_batch, item_rows, private_stack
 from tests.support import (

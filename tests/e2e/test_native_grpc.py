@@ -6,13 +6,13 @@ import time
 
 import grpc
 import pytest
-from batchgate.services.ingest import reflection
 from google.api import httpbody_pb2
 from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
+from batchgate.services.ingest import reflection
 from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
 from tests.support import RunningStack, chat_records, jsonl, read_jsonl
 

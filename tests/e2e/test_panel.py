@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
-from batchgate.gateway.panel import UI_DIR
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
+from batchgate.gateway.panel import UI_DIR
 from tests.support import RunningStack, add_project, chat_records, jsonl, upload, wait_for_batch
 
 pytestmark = pytest.mark.parametrize("db_kind", ["sqlite"], indirect=True)

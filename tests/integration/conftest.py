@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.migrate import migrate
 

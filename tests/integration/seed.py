@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from batchgate.services.common.db import Database
-from batchgate.services.common.db.schema import batches, items
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import batches, items
 
 
 async def add_batch(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from batchgate.services.common.db import Database
 from batchgate.services.scheduler.budgets import Ask, Budgets
 

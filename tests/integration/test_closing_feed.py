@@ -8,12 +8,12 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import Listener
 from batchgate.services.scheduler import closing_feed
 from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
 from batchgate.services.scheduler.queue import Stopped
-
 from tests.support import prepare_database
 
 

@@ -6,11 +6,12 @@ import asyncio
 import time
 
 import pytest
+from sqlalchemy import select, update
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.schema import idempotency_keys
 from batchgate.services.common.errors import ApiError
 from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys
-from sqlalchemy import select, update
 
 TTL_S = 86400.0
 STALE_S = 30.0

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
+from sqlalchemy import select
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.schema import items
 from batchgate.services.scheduler.queue import Queue
-from sqlalchemy import select
-
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 

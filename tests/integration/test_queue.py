@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import select, update
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import LeaderLock
 from batchgate.services.common.db.schema import batches, items
@@ -25,8 +27,6 @@ from batchgate.services.scheduler.queue import (
     SessionLost,
     Stopped,
 )
-from sqlalchemy import select, update
-
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 

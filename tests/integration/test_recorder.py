@@ -16,9 +16,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from batchgate.services.common.db import Database
-from batchgate.services.common.db.schema import items
-from batchgate.services.results.pricing import item_cost
 from sqlalchemy import select
 
 from batchgate.internal.v1 import (
@@ -28,6 +25,9 @@ from batchgate.internal.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import items
+from batchgate.services.results.pricing import item_cost
 from tests.support import (
     RunningStack,
     chat_records,

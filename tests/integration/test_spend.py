@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import insert
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.schema import usage_events
 from batchgate.services.results.spend import spend_usd
-from sqlalchemy import insert
 
 
 def _event(project: str, key: str, cost: float, idx: int) -> dict[str, object]:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from batchgate.certs import CertDir
 from batchgate.gateway.launcher import validate
 from batchgate.gateway.render import (
     FRONT_DOOR_SERVICES,
@@ -21,8 +23,6 @@ from batchgate.gateway.render import (
 )
 from batchgate.services.common.loading import load_settings
 from batchgate.services.common.tls import MissingMaterial
-
-from batchgate.certs import CertDir
 
 
 def _routes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:

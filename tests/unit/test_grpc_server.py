@@ -6,6 +6,7 @@ import asyncio
 
 import grpc
 import pytest
+
 from batchgate.services.common.grpc_server import ServiceHost, run_hosts
 from batchgate.services.common.loading import load_settings
 

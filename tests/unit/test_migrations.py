@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.migrate import is_current, migrate
 from batchgate.services.common.db.schema import metadata
-
 from tests.support import fresh_database
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from batchgate.gateway import panel
 from batchgate.gateway.render import render
 from batchgate.services.common.loading import load_settings

@@ -14,14 +14,14 @@ from typing import Any
 
 import orjson
 import pytest
-from batchgate.gateway.render import public_methods
-from batchgate.services.common import rest_input
-from batchgate.services.common.errors import ApiError
 from google.api import annotations_pb2, httpbody_pb2
 from google.protobuf import descriptor_pool, json_format
 from google.protobuf.message import Message
 
 import batchgate.v1
+from batchgate.gateway.render import public_methods
+from batchgate.services.common import rest_input
+from batchgate.services.common.errors import ApiError
 from batchgate.v1 import batches_pb2, files_pb2, results_pb2
 
 

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from batchgate.services.common import logs, telemetry
-from batchgate.services.common.loading import load_settings
 from opentelemetry.trace import SpanKind
 
+from batchgate.services.common import logs, telemetry
+from batchgate.services.common.loading import load_settings
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batchgate.services.common import tls
-from batchgate.services.common.loading import load_settings
 from cryptography import x509
 
 from batchgate import certs as certs_module
 from batchgate.certs import CertDir, write_atomically
+from batchgate.services.common import tls
+from batchgate.services.common.loading import load_settings
 
 
 def test_files_default_to_the_data_dir_and_follow_the_settings(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 
 import pytest
+
 from batchgate.services.common import errors
 from batchgate.services.common.loading import load_settings
 from batchgate.services.common.webhook_urls import (

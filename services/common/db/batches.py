@@ -20,12 +20,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
 from batchgate.services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
-from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 

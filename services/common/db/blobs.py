@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
+from sqlalchemy import delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.engine import Database
 from batchgate.services.common.db.schema import blob_chunks, blobs
 from batchgate.services.common.ids import new_id
-from sqlalchemy import delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 CHUNK_BYTES = 1024 * 1024
 READ_AHEAD_CHUNKS = 4

@@ -21,11 +21,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from batchgate.services.common.db.engine import Database
 from sqlalchemy import ColumnElement, Insert, Select, Table, any_, cast, func, literal, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.services.common.db.engine import Database
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import ColumnElement, delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import files
 from batchgate.services.common.states import FilePurpose, FileStatus
-from sqlalchemy import ColumnElement, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 def live(now: float) -> ColumnElement[bool]:

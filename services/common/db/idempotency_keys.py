@@ -7,11 +7,12 @@ transaction that publishes the batch, or releases it when it fails.
 
 from __future__ import annotations
 
+from sqlalchemy import ColumnElement, delete, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import idempotency_keys
-from sqlalchemy import ColumnElement, delete, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 keys = idempotency_keys.c
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import bindparam, delete, func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import insert_rows, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import items
 from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
-from sqlalchemy import bindparam, delete, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (

@@ -9,6 +9,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+
 from batchgate.services.common.db.engine import Database
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"

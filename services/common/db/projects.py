@@ -12,10 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from batchgate.services.common.db.engine import AnyRow
-from batchgate.services.common.db.schema import api_keys, projects
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.services.common.db.engine import AnyRow
+from batchgate.services.common.db.schema import api_keys, projects
 
 
 async def id_by_name(conn: AsyncConnection, name: str) -> str | None:

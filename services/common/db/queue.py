@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import bindparam, exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import in_skip_locked, lock_rows, upsert
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches, executor_sessions, items
 from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemState
-from sqlalchemy import bindparam, exists, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@ its SQL lives. The scheduler alone calls these (`batchgate.services.scheduler.bu
 
 from __future__ import annotations
 
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import lock_rows, upsert
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import rate_budgets
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 
 async def lock_bucket(

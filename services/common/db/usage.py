@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from batchgate.services.common.db.engine import AnyRow
-from batchgate.services.common.db.schema import items, usage_events
 from sqlalchemy import ColumnElement, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.services.common.db.engine import AnyRow
+from batchgate.services.common.db.schema import items, usage_events
 
 events = usage_events.c
 GROUP_COLUMNS = {"batch_id": events.batch_id, "model": events.model, "api_key_id": events.api_key_id}

@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy import exists, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from batchgate.services.common.db.dialect import skip_locked
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import webhook_attempts, webhook_deliveries
 from batchgate.services.common.states import DeliveryStatus
-from sqlalchemy import exists, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 deliveries = webhook_deliveries.c
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from batchgate.services.common.tests.sdk_shapes import assert_anthropic_params, assert_openai_params
 from batchgate.services.common.translate.chat_to_anthropic import to_anthropic_request
 from batchgate.services.common.translate.shared import Untranslatable

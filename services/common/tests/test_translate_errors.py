@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from anthropic.types.shared.error_response import ErrorResponse
+
 from batchgate.services.common.tests.sdk_shapes import assert_anthropic_error
 from batchgate.services.common.translate.errors import (
     ANTHROPIC_ERROR_TYPES,

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from batchgate.services.common.translate.anthropic_to_chat import ChatTarget
 from batchgate.services.common.translate.message_batches import (
     AcceptedRequest,
@@ -17,8 +20,6 @@ from batchgate.services.common.translate.message_batches import (
     check_create,
     requests_of,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ROUTES = {
     "claude-native": ModelRoute(anthropic=True),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from batchgate.services.common.tests.sdk_shapes import assert_anthropic_message, assert_chat_completion
 from batchgate.services.common.translate.responses import to_anthropic_message, to_chat_completion
 from batchgate.services.common.translate.shared import Untranslatable

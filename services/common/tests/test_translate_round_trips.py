@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from batchgate.services.common.tests.sdk_shapes import (
     assert_anthropic_message,
     assert_anthropic_params,
@@ -16,8 +19,6 @@ from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to
 from batchgate.services.common.translate.chat_to_anthropic import to_anthropic_request
 from batchgate.services.common.translate.responses import to_anthropic_message, to_chat_completion
 from batchgate.services.common.translate.shared import Untranslatable
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 VLLM = ChatTarget(vllm_extensions=True)
 TEXT = st.text(min_size=1, max_size=12)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+
 from batchgate.services.common.errors import MAX_MESSAGE_BYTES, ApiError, clip
 from batchgate.services.common.translate.shared import JsonObject
 

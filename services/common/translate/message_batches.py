@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
 from batchgate.services.common.errors import clip
 from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
 from batchgate.services.common.translate.errors import anthropic_error_type

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+
 from batchgate.services.executor.anthropic import to_chat_completion, to_messages_request, to_openai_error
 from batchgate.services.executor.upstream import UnsupportedRequest
 

@@ -7,6 +7,7 @@ import asyncio
 import math
 
 import pytest
+
 from batchgate.services.executor.limits import (
     PROBE_INTERVAL_S,
     SLOW_START,

@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime
 
 import httpx
+
 from batchgate.services.common.catalogue import RetryPolicy
 from batchgate.services.executor.rate_signals import retry_after_s, spent_window_s
 from batchgate.services.executor.runner import backoff_s

@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+
+from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
 from batchgate.services.common.loading import load_settings
 from batchgate.services.executor.runner import Control, ItemRunner, NotStarted
-
-from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
 from batchgate.simulator import SimulatorOptions, serve
 from tests.support import free_port
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+
 from batchgate.services.executor.spans import _request_attributes, safe_url
 
 

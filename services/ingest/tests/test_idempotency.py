@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from batchgate.services.common.errors import ApiError
 from batchgate.services.ingest.idempotency import key_from_metadata, request_hash
-
 from batchgate.v1 import batches_pb2
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+
 from batchgate.services.common.errors import ApiError
 from batchgate.services.ingest.upload import receive_upload
 

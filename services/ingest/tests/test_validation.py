@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from batchgate.services.common.errors import clip
 from batchgate.services.common.loading import load_settings
 from batchgate.services.ingest.validation import ANTHROPIC_CUSTOM_ID, Accepted, RecordChecker, Rejected
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ENDPOINT = "/v1/chat/completions"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from batchgate.services.common.errors import ApiError
 from batchgate.services.ingest.create_checks import window_seconds
 

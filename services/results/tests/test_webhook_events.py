@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from batchgate.services.results.webhook_events import signature, signed_headers
-
 from tests.webhook_receiver import readme_verifier
 
 

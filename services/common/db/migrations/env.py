@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+
 from batchgate.services.common.db.schema import metadata
 
 connection = context.config.attributes["connection"]
