@@ -9,11 +9,12 @@ from batchgate.services.common import rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.grpc_server import ServiceHost
 from batchgate.services.executor.budget import BudgetClient
+from batchgate.services.executor.held import new_executor_id
 from batchgate.services.executor.limits import Dispatcher
 from batchgate.services.executor.metrics import ExecutorMetrics
 from batchgate.services.executor.runner import ItemRunner
 from batchgate.services.executor.servicer import ExecutorServicer
-from batchgate.services.executor.worker import Executor, new_executor_id
+from batchgate.services.executor.worker import Executor
 
 
 def build(settings: Settings, port: int | None = None) -> ServiceHost:

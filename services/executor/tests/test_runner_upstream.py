@@ -17,7 +17,8 @@ from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
 from batchgate.services.common.loading import load_settings
-from batchgate.services.executor.runner import Control, ItemRunner, NotStarted
+from batchgate.services.executor.outcomes import NotStarted
+from batchgate.services.executor.runner import Control, ItemRunner
 from batchgate.simulator import SimulatorOptions, serve
 from tests.support import free_port
 
