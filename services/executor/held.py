@@ -1,17 +1,21 @@
 """What the executor keeps about the items it holds (leased and not yet acknowledged by
-results), its counters, and the small waits its loops share (`services.executor.worker`)."""
+results) and the batches that stopped, its counters, and the small waits its loops share
+(`services.executor.worker`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from batchgate.internal.v1 import items_pb2
 from batchgate.services.executor.runner import Control
 
 Key = tuple[str, int]
+STOP_MEMORY_S = 600.0  # a stopped batch is remembered this long (for leases that raced its stop)
 
 
 def new_executor_id() -> str:
@@ -36,6 +40,36 @@ class Held:
     def waiting(self) -> bool:
         """Held, not started, not finished: it can be handed back without a trace."""
         return not self.control.started and self.task is not None and not self.task.done()
+
+
+def lowest_waiting(held: Iterable[Held]) -> tuple[int, int] | None:
+    """The lowest priority among held items waiting to start."""
+    return min((h.priority for h in held if h.waiting), default=None)
+
+
+def lowest_waiting_first(held: Iterable[Held], count: int) -> list[Held]:
+    """Up to `count` waiting items, the lowest priority first (the latest leased among equals)."""
+    return sorted((h for h in held if h.waiting), key=lambda h: (h.priority, -h.control.order))[:count]
+
+
+class StoppedBatches:
+    """Batches that start no new item (cancel, expiry), remembered `STOP_MEMORY_S` for the leases
+    that raced their stop. A stop is hard (leases closed, results refused) once any was."""
+
+    def __init__(self) -> None:
+        self._stops: dict[str, tuple[bool, float]] = {}  # batch → (hard, when we heard)
+
+    def note(self, batch_id: str, hard: bool) -> None:
+        now = time.monotonic()
+        previous = self._stops.get(batch_id)
+        self._stops[batch_id] = (hard or (previous is not None and previous[0]), now)
+        if len(self._stops) > 1000:
+            self._stops = {b: s for b, s in self._stops.items() if now - s[1] < STOP_MEMORY_S}
+
+    def hard(self, batch_id: str) -> bool | None:
+        """None while the batch runs; else whether its stop was hard."""
+        stop = self._stops.get(batch_id)
+        return None if stop is None else stop[0]
 
 
 @dataclass

@@ -45,6 +45,24 @@ def logged(item: scheduler_pb2.LeasedItem, outcome: recorder_pb2.Outcome) -> rec
     return outcome
 
 
+def internal_failure(item: scheduler_pb2.LeasedItem, exc: Exception) -> recorder_pb2.Outcome:
+    """A bug in an adapter must not lose the item: it is logged and recorded failed."""
+    log.error(
+        "running %s/%d failed",
+        item.ref.batch_id,
+        item.ref.index,
+        exc_info=exc,
+        extra={"batch_id": item.ref.batch_id, "item_index": item.ref.index, "custom_id": item.custom_id},
+    )
+    return recorder_pb2.Outcome(
+        ref=item.ref,
+        state=recorder_pb2.OUTCOME_STATE_FAILED,
+        error_code="internal_error",
+        error_message=repr(exc)[:500],
+        model=item.model,
+    )
+
+
 def stopped(
     item: scheduler_pb2.LeasedItem, last: tuple[Result, ModelConfig] | None, calls: int
 ) -> recorder_pb2.Outcome:

@@ -54,13 +54,16 @@ from batchgate.services.executor.held import (
     Held,
     Key,
     Stats,
+    StoppedBatches,
+    lowest_waiting,
+    lowest_waiting_first,
     new_executor_id,
     new_request_id,
     sleep_unless,
     wait_any,
 )
 from batchgate.services.executor.outbox import RPC_RETRY_MAX_S, RPC_RETRY_S, Outbox, Retry
-from batchgate.services.executor.outcomes import NotStarted
+from batchgate.services.executor.outcomes import NotStarted, internal_failure
 from batchgate.services.executor.runner import Control, ItemRunner
 
 log = logging.getLogger(__name__)
@@ -69,7 +72,6 @@ SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
 FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
 BEATS_PER_TTL = 5  # heartbeats per lease time: four may fail before the session lapses
 OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
-STOP_MEMORY_S = 600.0  # a stopped batch is remembered this long (for leases that raced its stop)
 
 
 @dataclass
@@ -83,7 +85,7 @@ class Executor:
 
     def __post_init__(self) -> None:
         self._held: dict[Key, Held] = {}  # every held item: waiting, running or awaiting acknowledgement
-        self._stopped: dict[str, tuple[bool, float]] = {}  # batch → (hard, when we heard)
+        self._stopped = StoppedBatches()
         self._outbox = Outbox(self.settings, self._record, self._acknowledged)
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
@@ -148,7 +150,7 @@ class Executor:
                 request_id=request_id,
                 retry=unanswered,
             )
-            if (lowest := self._lowest_waiting()) is not None:
+            if (lowest := lowest_waiting(self._held.values())) is not None:
                 request.outrank.tier, request.outrank.priority = lowest
             call = asyncio.ensure_future(
                 self.scheduler.LeaseItems(request, timeout=self.settings.lease_wait_ms / 1000 + 30)
@@ -176,19 +178,13 @@ class Executor:
             self._take(answer.items, session)
             self._shed_surplus()
 
-    def _lowest_waiting(self) -> tuple[int, int] | None:
-        """The lowest priority among held items waiting to start."""
-        return min((h.priority for h in self._held.values() if h.waiting), default=None)
-
     def _shed_surplus(self) -> None:
         """Outranking work came in beyond what the executor holds at most: hand back as many
         of the lowest waiting items (the latest leased first)."""
         surplus = len(self._held) - OUTSTANDING_FACTOR * self.capacity
         if surplus <= 0:
             return
-        waiting = sorted(
-            (h for h in self._held.values() if h.waiting), key=lambda h: (h.priority, -h.control.order)
-        )[:surplus]
+        waiting = lowest_waiting_first(self._held.values(), surplus)
         for held in waiting:
             held.task.cancel()  # type: ignore[union-attr]
             self._forget(held)
@@ -204,9 +200,9 @@ class Executor:
             return
         refused: list[items_pb2.ItemRef] = []
         for item in items:
-            stop = self._stopped.get(item.ref.batch_id)
-            if stop is not None:
-                if not stop[0]:
+            hard = self._stopped.hard(item.ref.batch_id)
+            if hard is not None:
+                if not hard:
                     refused.append(item.ref)
                 continue
             held = Held(ref=item.ref, session=session, priority=(item.priority_tier, item.priority))
@@ -230,23 +226,7 @@ class Executor:
         except (asyncio.CancelledError, NotStarted):
             raise
         except Exception as exc:  # a bug in an adapter must not lose the item: record it failed
-            log.exception(
-                "running %s/%d failed",
-                item.ref.batch_id,
-                item.ref.index,
-                extra={
-                    "batch_id": item.ref.batch_id,
-                    "item_index": item.ref.index,
-                    "custom_id": item.custom_id,
-                },
-            )
-            return recorder_pb2.Outcome(
-                ref=item.ref,
-                state=recorder_pb2.OUTCOME_STATE_FAILED,
-                error_code="internal_error",
-                error_message=repr(exc)[:500],
-                model=item.model,
-            )
+            return internal_failure(item, exc)
 
     def _forget(self, held: Held) -> None:
         key = (held.ref.batch_id, held.ref.index)
@@ -273,11 +253,7 @@ class Executor:
     def _stop_batch(self, batch_id: str, hard: bool) -> None:
         """The batch starts no new item: unstarted items go back, started ones make no further
         call (`hard`: they are dropped, their leases are closed)."""
-        now = time.monotonic()
-        previous = self._stopped.get(batch_id)
-        self._stopped[batch_id] = (hard or (previous is not None and previous[0]), now)
-        if len(self._stopped) > 1000:
-            self._stopped = {b: s for b, s in self._stopped.items() if now - s[1] < STOP_MEMORY_S}
+        self._stopped.note(batch_id, hard)
         unstarted: list[Held] = []
         for held in [h for (b, _i), h in self._held.items() if b == batch_id]:
             if held.task is None or held.task.done():
