@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.catalogue import ModelConfig
+from batchgate.services.common.token_usage import usage_of
 from batchgate.services.executor.upstream import UpstreamAnswer
-from batchgate.services.executor.usage import usage_of
 
 log = logging.getLogger(__name__)
 

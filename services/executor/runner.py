@@ -41,6 +41,7 @@ from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common import telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
+from batchgate.services.common.token_usage import usage_of
 from batchgate.services.executor import outcomes, spans
 from batchgate.services.executor.anthropic import AnthropicMessages
 from batchgate.services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
@@ -55,7 +56,7 @@ from batchgate.services.executor.upstream import (
     UpstreamRequest,
     unsupported_answer,
 )
-from batchgate.services.executor.usage import estimate_tokens, usage_of
+from batchgate.services.executor.usage import estimate_tokens
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common import telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig
 from batchgate.services.common.states import ItemState
+from batchgate.services.common.token_usage import usage_of
 from batchgate.services.executor.upstream import UpstreamAnswer, UpstreamRequest
-from batchgate.services.executor.usage import usage_of
 
 CONTENT_MAX_CHARS = 16384
 REQUEST_PARAMETERS = {

@@ -1,0 +1,36 @@
+"""Token usage from an OpenAI-shaped answer (chat/completions/embeddings or responses), as the
+executor reads it from each answer and the scheduler from a provider batch's output lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchgate.internal.v1 import recorder_pb2
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_of(body: Any) -> recorder_pb2.TokenUsage:
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return recorder_pb2.TokenUsage()
+    if "input_tokens" in usage:  # /v1/responses
+        prompt = _int(usage.get("input_tokens"))
+        completion = _int(usage.get("output_tokens"))
+        prompt_details = usage.get("input_tokens_details") or {}
+        completion_details = usage.get("output_tokens_details") or {}
+    else:
+        prompt = _int(usage.get("prompt_tokens"))
+        completion = _int(usage.get("completion_tokens"))
+        prompt_details = usage.get("prompt_tokens_details") or {}
+        completion_details = usage.get("completion_tokens_details") or {}
+    return recorder_pb2.TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=_int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else 0,
+        reasoning_tokens=_int(completion_details.get("reasoning_tokens"))
+        if isinstance(completion_details, dict)
+        else 0,
+    )
