@@ -36,7 +36,8 @@ ALLOWED_CALLERS: Mapping[str, frozenset[str]] = {
     "/batchgate.internal.v1.SchedulerService/WatchClosingBatches": frozenset({EXECUTOR}),
     "/batchgate.internal.v1.SchedulerService/GrantBudget": frozenset({EXECUTOR}),
     # results: recording outcomes, finalizing, spend for budgets
-    "/batchgate.internal.v1.RecorderService/RecordResults": frozenset({EXECUTOR}),
+    # (the scheduler records the outcomes of batches a provider's batch API ran)
+    "/batchgate.internal.v1.RecorderService/RecordResults": frozenset({EXECUTOR, SCHEDULER}),
     "/batchgate.internal.v1.RecorderService/FinalizeBatch": frozenset({SCHEDULER, RESULTS}),
     "/batchgate.internal.v1.SpendService/GetSpend": frozenset({INGEST}),
     # executor: what it is doing

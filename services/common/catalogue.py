@@ -11,11 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from batchgate.services.common.states import Execution
+
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 # Models on an Anthropic provider serve chat completions only (translated to Messages).
 ANTHROPIC_ENDPOINTS = ("/v1/chat/completions",)
 SIMULATED_PROVIDER = "simulated"
 PROVIDER_KINDS = ("openai", "anthropic")
+EXECUTE = Execution.EXECUTE
+NATIVE = Execution.NATIVE
+BATCH_MODES = (EXECUTE, NATIVE)
 CATALOGUE_KEYS = ("retry", "providers", "models")  # the YAML keys this module reads
 
 
@@ -76,6 +81,16 @@ class ProviderConfig:
     default_max_tokens: int = 4096
     """`max_tokens` sent to Anthropic when a request sets neither `max_tokens` nor
     `max_completion_tokens` (Anthropic requires one)."""
+    batch_api: bool = False
+    """The provider has its own batch API (OpenAI's `/v1/batches`, Anthropic's Message
+    Batches) that batches may be passed through to, on this provider's first key."""
+    batch_mode: str = EXECUTE
+    """How its models' batches run unless the model or the batch says otherwise: `execute`
+    (request by request, results as they come) or `native` (the provider's batch API)."""
+    batch_limit: int = 50_000
+    """Requests per provider batch; a larger batch is split and joined back in input order."""
+    batch_discount: float = 0.5
+    """Discount off the model's price for a natively run batch (the provider's batch price)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,8 @@ class ModelConfig:
     price: Price = Price()
     endpoints: tuple[str, ...] = ()
     """Endpoints this model serves; empty means every supported endpoint."""
+    batch_mode: str = ""
+    """`execute` or `native`; empty: the provider's `batch_mode`."""
 
     @property
     def served_endpoints(self) -> tuple[str, ...]:
@@ -126,6 +143,7 @@ def parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[
                 fallbacks=tuple(m.get("fallbacks") or ()),
                 endpoints=tuple(m.get("endpoints") or ()),
                 price=Price(**(m.get("price") or {})),
+                batch_mode=m.get("batch_mode", ""),
             )
         )
     if providers:
@@ -179,6 +197,10 @@ def _check_provider(p: ProviderConfig) -> None:
         raise ValueError(f"provider {p.name}: budgets and cool-down must not be negative")
     if p.default_max_tokens < 1:
         raise ValueError(f"provider {p.name}: default_max_tokens must be at least 1")
+    if p.batch_mode not in BATCH_MODES or (p.batch_mode == NATIVE and not p.batch_api):
+        raise ValueError(f"provider {p.name}: batch_mode must be execute, or native with batch_api")
+    if p.batch_limit < 1 or not 0 <= p.batch_discount <= 1:
+        raise ValueError(f"provider {p.name}: need batch_limit >= 1 and 0 <= batch_discount <= 1")
 
 
 def _check_retry(retry: RetryPolicy) -> None:
@@ -204,6 +226,10 @@ def check_catalogue(
         for fb in m.fallbacks:
             if fb not in offered:
                 raise ValueError(f"model {m.name}: unknown fallback {fb!r}")
+        if m.batch_mode not in ("", *BATCH_MODES):
+            raise ValueError(f"model {m.name}: batch_mode must be execute or native")
+        if m.batch_mode == NATIVE and not next(p for p in providers if p.name == m.provider).batch_api:
+            raise ValueError(f"model {m.name}: batch_mode native needs a provider with batch_api")
     return _anthropic_endpoints(providers, models)
 
 

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.catalogue import (
+    EXECUTE,
+    SIMULATED_PROVIDER,
+    ModelConfig,
+    ProviderConfig,
+    RetryPolicy,
+)
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
@@ -214,6 +220,16 @@ class Settings:
         "BATCHGATE_VALIDATING_TIMEOUT_S",
         "A create still `validating` after this was interrupted: cleaned up.",
     )
+    # --- provider-native batches (scheduler) -----------------------------------------------
+    native_poll_interval_s: float = _setting(
+        30.0,
+        "BATCHGATE_NATIVE_POLL_INTERVAL_S",
+        "First wait between two status polls of one provider batch; each wait doubles after a "
+        "poll that saw no progress (and after a provider error).",
+    )
+    native_poll_max_interval_s: float = _setting(
+        600.0, "BATCHGATE_NATIVE_POLL_MAX_INTERVAL_S", "Longest wait between two polls of a provider batch."
+    )
     # --- usage, cost and webhooks (results) ------------------------------------------------
     batch_discount_standard: float = _setting(
         0.5,
@@ -342,6 +358,20 @@ class Settings:
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)
+
+    def batch_provider(self, model: str | None) -> ProviderConfig | None:
+        """The provider whose batch API a batch of `model` can be passed through to, or None."""
+        config = self.model(model) if model else None
+        provider = self.provider(config.provider) if config else None
+        return provider if provider is not None and provider.batch_api else None
+
+    def default_execution(self, model: str | None) -> str:
+        """How a batch of `model` runs when it does not say: the model's, else its provider's."""
+        config = self.model(model) if model else None
+        provider = self.provider(config.provider) if config else None
+        if config is None or provider is None:
+            return EXECUTE
+        return config.batch_mode or provider.batch_mode
 
     @property
     def uses_simulator(self) -> bool:

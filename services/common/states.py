@@ -5,7 +5,7 @@ member compares equal to its stored string and binds as one. The lifecycles are 
 one function that moves a batch (`batchgate.services.common.db.batches.transition`) and the tests read
 `BATCH_TRANSITIONS`; `ITEM_TRANSITIONS` documents the statements in `batchgate.services.common.db.items`.
 
-    validating ─▶ in_progress ─▶ finalizing ─▶ completed | expired | cancelled
+    validating ─▶ in_progress ─▶ finalizing ─▶ completed | expired | cancelled | failed (native)
         │              │              ▲
         ▼              ▼              │
       failed       cancelling ────────┘
@@ -35,7 +35,8 @@ class BatchStatus(StrEnum):
 # Which statuses each status may be entered from (a conditional UPDATE on these).
 BATCH_TRANSITIONS: dict[BatchStatus, tuple[BatchStatus, ...]] = {
     BatchStatus.IN_PROGRESS: (BatchStatus.VALIDATING,),
-    BatchStatus.FAILED: (BatchStatus.VALIDATING,),
+    # from finalizing: a natively run batch whose provider batch failed outright
+    BatchStatus.FAILED: (BatchStatus.VALIDATING, BatchStatus.FINALIZING),
     BatchStatus.CANCELLING: (BatchStatus.IN_PROGRESS,),
     BatchStatus.FINALIZING: (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING),
     BatchStatus.COMPLETED: (BatchStatus.FINALIZING,),
@@ -47,7 +48,31 @@ BATCH_OPEN = (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS, BatchStatus.FINAL
 # Batches whose items still run (or are being closed); a cancelling one lets running items finish.
 BATCH_RUNNING = (BatchStatus.IN_PROGRESS, BatchStatus.CANCELLING)
 # How a batch may end once finalizing (`batches.end_status`).
-BATCH_ENDS = (BatchStatus.COMPLETED, BatchStatus.EXPIRED, BatchStatus.CANCELLED)
+BATCH_ENDS = (BatchStatus.COMPLETED, BatchStatus.EXPIRED, BatchStatus.CANCELLED, BatchStatus.FAILED)
+
+
+class Execution(StrEnum):
+    """How a batch's items run (`batches.execution`)."""
+
+    EXECUTE = "execute"  # leased to batchgate's executors, request by request
+    NATIVE = "native"  # passed through to the provider's batch API (`native_batches`)
+
+
+class NativeStatus(StrEnum):
+    """The provider batch statuses batchgate acts on (OpenAI's names; Anthropic's mapped)."""
+
+    VALIDATING = "validating"
+    IN_PROGRESS = "in_progress"
+    FINALIZING = "finalizing"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+# A provider batch in one of these has its output (if any) ready to import.
+NATIVE_ENDED = (NativeStatus.COMPLETED, NativeStatus.FAILED, NativeStatus.EXPIRED, NativeStatus.CANCELLED)
 
 
 class ItemState(StrEnum):

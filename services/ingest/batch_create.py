@@ -43,6 +43,7 @@ from batchgate.services.common.webhook_urls import check_webhook_url
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import (
     CreateOptions,
+    batch_execution,
     check_request,
     check_source,
     request_options,
@@ -225,6 +226,9 @@ class BatchCreator:
         )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)
+        execution = batch_execution(
+            self._settings, request.execution, checked.model, self._settings.batch_discount(options.tier)
+        )
         project = draft.caller.project_id
         crash_point("ingest.create.before_publish")
         async with self._db.write() as conn:
@@ -261,6 +265,8 @@ class BatchCreator:
                 failed_count=rejections.count,
                 model=checked.model,
                 rejected_file_id=rejected_file,
+                execution=execution.mode,
+                discount=execution.discount,
             )
             if not moved:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")

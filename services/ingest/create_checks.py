@@ -10,7 +10,7 @@ import orjson
 
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.catalogue import SUPPORTED_ENDPOINTS
+from batchgate.services.common.catalogue import BATCH_MODES, EXECUTE, NATIVE, SUPPORTED_ENDPOINTS
 from batchgate.services.common.config import Settings, parse_window
 from batchgate.services.common.db import AnyRow
 from batchgate.services.common.states import FilePurpose
@@ -49,6 +49,10 @@ def check_request(settings: Settings, request: batches_pb2.CreateBatchRequest, i
             "completion_window",
         )
     check_metadata(dict(request.metadata))
+    if request.execution and request.execution not in BATCH_MODES:
+        raise errors.invalid(
+            f"'execution' must be one of {list(BATCH_MODES)}.", "invalid_execution", "execution"
+        )
     if bool(request.input_file_id) == bool(inline):
         raise errors.invalid(
             "Give either 'input_file_id' or inline 'requests'.", "missing_input", "input_file_id"
@@ -147,3 +151,30 @@ def check_output_expiry(request: batches_pb2.CreateBatchRequest) -> int | None:
             "output_expires_after",
         )
     return int(expiry.seconds)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the batch runs, and its discount (a native batch's is its provider's)."""
+
+    mode: str
+    discount: float
+
+
+def batch_execution(settings: Settings, requested: str, model: str | None, discount: float) -> Execution:
+    """The execution a batch of `model` gets: the request's, else the model's configured one;
+    400 `native_unsupported` when native is asked of a model whose provider has no batch API
+    (or of a batch mixing models). `discount` is the tier's, kept for executed batches."""
+    mode = requested or settings.default_execution(model)
+    if mode == EXECUTE:
+        return Execution(EXECUTE, discount)
+    provider = settings.batch_provider(model)
+    if provider is None:
+        raise errors.invalid(
+            f"Model {model!r} has no provider batch API configured; use execution 'execute'."
+            if model
+            else "Native execution needs every record to ask for the same model.",
+            "native_unsupported",
+            "execution",
+        )
+    return Execution(NATIVE, provider.batch_discount)

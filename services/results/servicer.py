@@ -17,7 +17,7 @@ from batchgate.services.common.auth import principal
 from batchgate.services.common.db import AnyRow, Database, batches
 from batchgate.services.common.db.usage import UsageFilter
 from batchgate.services.common.ids import plausible_id
-from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
+from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, Execution, ItemState
 from batchgate.services.results.finalize import Finalizer, item_pages
 from batchgate.services.results.lines import LineRenderer
 from batchgate.services.results.recorder import Recorder
@@ -97,6 +97,11 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
         if row.status not in BATCH_TERMINAL and not request.partial:
             raise errors.conflict(
                 f"Batch '{row.id}' is {row.status}; pass partial=true for the results so far.",
+                "batch_not_finished",
+            )
+        if row.status not in BATCH_TERMINAL and row.execution == Execution.NATIVE:
+            raise errors.conflict(
+                f"Batch '{row.id}' runs on its provider's batch API: its results come when it ends.",
                 "batch_not_finished",
             )
         first = True

@@ -1,7 +1,7 @@
 """The scheduler's periodic work, run by one replica at a time (the leader): rescue the items
 of executor sessions that lapsed, close the open items of cancelling and expired batches
 (telling executors of an expiry), and ask results to finalize batches that have nothing open
-any more.
+any more; and follow the batches passed through to a provider's batch API (`native_batches`).
 
 Every step is safe to run twice at once (conditional updates that re-check the row), so the
 leader lock is about not doing the work N times, not about correctness: a leader that lost
@@ -24,6 +24,7 @@ from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import LeaderLock
 from batchgate.services.scheduler.closing_feed import ClosingFeed
 from batchgate.services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
+from batchgate.services.scheduler.native_batches import NativeBatches
 from batchgate.services.scheduler.queue import Closing, Queue, Stopped
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,9 @@ class Maintenance:
         finalize: Callable[[str], Awaitable[None]],
         feed: ClosingFeed,
         metrics: SchedulerMetrics | None = None,
+        native: NativeBatches | None = None,
     ) -> None:
+        self._native = native
         self._queue = queue
         self._feed = feed
         self._metrics = metrics or SchedulerMetrics()
@@ -73,6 +76,8 @@ class Maintenance:
                 self._wake()
         for closing in await self._queue.closing_batches():
             await self.close_batch(closing)
+        if self._native is not None:
+            await self._native.tick()
         if self._metrics.enabled and time.monotonic() - self._depth_at >= DEPTH_INTERVAL_S:
             self._depth_at = time.monotonic()
             self._metrics.set_depth(await self._queue.depth())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import grpc
 
@@ -11,11 +12,14 @@ from batchgate.services.common import rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import Listener
+from batchgate.services.common.db.native_batches import NATIVE_HOLDER
 from batchgate.services.common.grpc_server import ServiceHost
 from batchgate.services.scheduler.budgets import Budgets
 from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
 from batchgate.services.scheduler.maintenance import Maintenance
 from batchgate.services.scheduler.metrics import SchedulerMetrics
+from batchgate.services.scheduler.native_batches import NativeBatches
+from batchgate.services.scheduler.provider_batches import ProviderError
 from batchgate.services.scheduler.queue import Queue
 from batchgate.services.scheduler.servicer import SchedulerServicer
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
@@ -35,10 +39,19 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         except grpc.aio.AioRpcError as exc:
             log.warning("FinalizeBatch(%s) failed: %s; retrying at the next tick", batch_id, exc.code())
 
+    async def record(outcomes: Sequence[recorder_pb2.Outcome]) -> None:
+        """A provider batch's outcomes, recorded as an executor's are (errors: retried later)."""
+        request = recorder_pb2.RecordResultsRequest(executor_id=NATIVE_HOLDER, outcomes=outcomes)
+        try:
+            await recorder.RecordResults(request, timeout=60)
+        except grpc.aio.AioRpcError as exc:
+            raise ProviderError(f"RecordResults failed: {exc.code()}", retryable=True) from exc
+
     metrics = SchedulerMetrics(telemetry.meter("scheduler"))
     feed = ClosingFeed(db)
+    native = NativeBatches(settings, db, record, finalize)
     maintenance = Maintenance(
-        db, queue, settings.maintenance_interval_s, signal.wake, finalize, feed, metrics
+        db, queue, settings.maintenance_interval_s, signal.wake, finalize, feed, metrics, native
     )
     listeners = [Listener(db, WORK_CHANNEL, signal.wake), Listener(db, CLOSING_CHANNEL, feed.on_notify)]
 
@@ -48,6 +61,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         return [scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name]
 
     async def stop() -> None:
+        await native.close()
         await results_channel.close()
 
     return ServiceHost(

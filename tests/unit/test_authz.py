@@ -52,7 +52,7 @@ def test_each_identity_gets_only_what_it_needs() -> None:
         "RecordResults",
     }
     assert may("ingest") == {"SubmitBatch", "CancelBatch", "GetSpend"}
-    assert may("scheduler") == {"FinalizeBatch"}
+    assert may("scheduler") == {"FinalizeBatch", "RecordResults"}  # the latter: native batches
     assert may("results") == {"FinalizeBatch"}
     assert may("envoy") == {m.rsplit("/", 1)[1] for m in _methods(PUBLIC_FILES)}
     health = "/grpc.health.v1.Health/Check"

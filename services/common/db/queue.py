@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from batchgate.services.common.db.dialect import in_skip_locked, lock_rows, upsert
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches, executor_sessions, items
-from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemState
+from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, Execution, ItemState
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,17 @@ def _params(refs: Sequence[Ref]) -> list[dict[str, Any]]:
 
 def _still_running(batch_id: str, now: float) -> Any:
     return exists().where(
-        batches.c.id == batch_id, batches.c.status == BatchStatus.IN_PROGRESS, batches.c.expires_at > now
+        batches.c.id == batch_id,
+        batches.c.status == BatchStatus.IN_PROGRESS,
+        batches.c.expires_at > now,
+        batches.c.execution == Execution.EXECUTE,
     )
 
 
 async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[AnyRow]:
     """scheduler: up to `limit` running batches with queued items (id, project_id,
-    priority_tier, priority, created_at, endpoint, model), highest priority first.
+    priority_tier, priority, created_at, endpoint, model), highest priority first; never a
+    natively run one (the provider runs its items).
 
     Within a priority, each project's oldest batch comes before any project's second one
     (`project_rank`), so a project with hundreds of queued batches cannot push another
@@ -99,7 +103,12 @@ async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[AnyRow
             .over(partition_by=batches.c.project_id, order_by=(*priority_order, batches.c.created_at))
             .label("project_rank"),
         )
-        .where(batches.c.status == BatchStatus.IN_PROGRESS, batches.c.expires_at > now, has_queued)
+        .where(
+            batches.c.status == BatchStatus.IN_PROGRESS,
+            batches.c.expires_at > now,
+            batches.c.execution == Execution.EXECUTE,
+            has_queued,
+        )
         .subquery()
     )
     query = (
@@ -289,10 +298,12 @@ async def statuses(conn: AsyncConnection, batch_ids: Sequence[str]) -> dict[str,
 
 
 async def closing(conn: AsyncConnection, now: float) -> list[AnyRow]:
-    """scheduler: (id, status, expires_at) of cancelling batches and running ones past their window."""
+    """scheduler: (id, status, expires_at) of cancelling batches and running ones past their
+    window; not natively run ones (their provider's outcome decides, `native_batches`)."""
     query = select(batches.c.id, batches.c.status, batches.c.expires_at).where(
         (batches.c.status == BatchStatus.CANCELLING)
-        | ((batches.c.status == BatchStatus.IN_PROGRESS) & (batches.c.expires_at <= now))
+        | ((batches.c.status == BatchStatus.IN_PROGRESS) & (batches.c.expires_at <= now)),
+        batches.c.execution == Execution.EXECUTE,
     )
     return list((await conn.execute(query)).all())
 

@@ -119,6 +119,8 @@ batches = Table(
     Column("webhook_url", String(2048), nullable=True),
     Column("output_expires_after_s", Integer, nullable=True),
     Column("traceparent", String(64), nullable=True),  # the create call's trace
+    # execute (our executors) | native (the provider's batch API: `native_batches`); ingest's
+    Column("execution", String(16), nullable=False, server_default="execute"),
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
     Index("ix_batches_project_id", "project_id", "id"),
@@ -234,6 +236,34 @@ rate_budgets = Table(
     Column("requests", Float, nullable=False),  # level of the request bucket at `updated_at`
     Column("tokens", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+# One row per provider batch a natively run batch was sent as (several above the provider's
+# per-batch limit, each covering the items `first_idx <= idx < end_idx`). The row is written,
+# with its idempotency `token`, BEFORE the provider is called, and every provider id is stored
+# as soon as it is known: a restarted scheduler finds the provider batch by the token in its
+# metadata instead of creating a second one.
+native_batches = Table(
+    "native_batches",
+    metadata,
+    Column("token", String(40), primary_key=True),  # `nb_…`, also the provider batch's metadata
+    Column("batch_id", String(40), nullable=False),
+    Column("part", Integer, nullable=False),
+    Column("first_idx", Integer, nullable=False),
+    Column("end_idx", Integer, nullable=False),
+    Column("provider", String(80), nullable=False),
+    Column("provider_file_id", String(200), nullable=True),
+    Column("provider_batch_id", String(200), nullable=True),
+    Column("provider_status", String(32), nullable=True),  # as the provider last said
+    Column("completed", Integer, nullable=False, server_default="0"),  # the provider's counts
+    Column("failed", Integer, nullable=False, server_default="0"),
+    Column("cancel_sent", Boolean, nullable=False, server_default=text("false")),
+    Column("imported", Boolean, nullable=False, server_default=text("false")),  # results recorded
+    Column("error", Text, nullable=True),  # the provider's error when its batch failed outright
+    Column("poll_interval_s", Float, nullable=False),
+    Column("next_poll_at", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_native_batches_batch", "batch_id", "part", unique=True),
 )
 
 # --- owned by results ------------------------------------------------------------------------

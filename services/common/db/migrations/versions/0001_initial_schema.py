@@ -57,6 +57,7 @@ def upgrade() -> None:
         sa.Column("webhook_url", sa.String(length=2048), nullable=True),
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
+        sa.Column("execution", sa.String(length=16), server_default="execute", nullable=False),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -156,6 +157,30 @@ def upgrade() -> None:
             sqlite_where=sa.text("state = 'queued'"),
             postgresql_where=sa.text("state = 'queued'"),
         )
+
+    op.create_table(
+        "native_batches",
+        sa.Column("token", sa.String(length=40), nullable=False),
+        sa.Column("batch_id", sa.String(length=40), nullable=False),
+        sa.Column("part", sa.Integer(), nullable=False),
+        sa.Column("first_idx", sa.Integer(), nullable=False),
+        sa.Column("end_idx", sa.Integer(), nullable=False),
+        sa.Column("provider", sa.String(length=80), nullable=False),
+        sa.Column("provider_file_id", sa.String(length=200), nullable=True),
+        sa.Column("provider_batch_id", sa.String(length=200), nullable=True),
+        sa.Column("provider_status", sa.String(length=32), nullable=True),
+        sa.Column("completed", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("failed", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("cancel_sent", sa.Boolean(), server_default=sa.text("(false)"), nullable=False),
+        sa.Column("imported", sa.Boolean(), server_default=sa.text("(false)"), nullable=False),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("poll_interval_s", sa.Float(), nullable=False),
+        sa.Column("next_poll_at", sa.Float(), nullable=False),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("token"),
+    )
+    with op.batch_alter_table("native_batches", schema=None) as batch_op:
+        batch_op.create_index("ix_native_batches_batch", ["batch_id", "part"], unique=True)
 
     op.create_table(
         "projects",
@@ -276,6 +301,10 @@ def downgrade() -> None:
     op.drop_table("usage_events")
     op.drop_table("rate_budgets")
     op.drop_table("projects")
+    with op.batch_alter_table("native_batches", schema=None) as batch_op:
+        batch_op.drop_index("ix_native_batches_batch")
+
+    op.drop_table("native_batches")
     with op.batch_alter_table("items", schema=None) as batch_op:
         batch_op.drop_index(
             "ix_items_queued",

@@ -1,0 +1,264 @@
+"""Provider-native batches: a second batchgate stack plays the OpenAI provider (it implements the
+OpenAI Batch API), and batches of a `batch_mode: native` model go to it through its `/v1/files`
+and `/v1/batches` while the user drives batchgate with the openai SDK, unchanged."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from batchgate.services.common.db.schema import native_batches
+from tests.execution_support import FAST_RETRY
+from tests.support import (
+    RunningStack,
+    chat_records,
+    db_rows,
+    free_port,
+    fresh_database,
+    read_jsonl,
+    running_stack,
+    upload,
+    wait_for_batch,
+)
+
+LIMIT = 3  # the provider's per-batch limit in this catalogue: 7 records make 3 provider batches
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+NATIVE_DISCOUNT = 0.5
+
+
+def write_config(path: Path, simulator_port: int, provider: RunningStack) -> str:
+    """`gpt-4o-mini` executes on our simulator; `native-mini` is the provider stack's
+    `gpt-4o-mini` through its batch API; `gpt-4o` is on the provider too, executed unless a
+    batch asks for native."""
+    doc = {
+        "providers": [
+            {
+                "name": "simulated",
+                "kind": "openai",
+                "base_url": f"http://127.0.0.1:{simulator_port}/v1",
+                "api_keys": ["sim"],
+            },
+            {
+                "name": "upstream-batches",
+                "kind": "openai",
+                "base_url": provider.base_url,
+                "api_keys": [provider.key],
+                "batch_api": True,
+                "batch_limit": LIMIT,
+                "batch_discount": NATIVE_DISCOUNT,
+            },
+        ],
+        "models": [
+            {"name": "gpt-4o-mini", "provider": "simulated", "price": PRICE},
+            {
+                "name": "native-mini",
+                "provider": "upstream-batches",
+                "upstream_model": "gpt-4o-mini",
+                "batch_mode": "native",
+                "price": PRICE,
+            },
+            {"name": "gpt-4o", "provider": "upstream-batches", "price": PRICE},
+        ],
+        "retry": FAST_RETRY,
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def provider(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    tmp: Path = tmp_path_factory.mktemp(f"provider-{db_kind}")
+    with fresh_database(db_kind, tmp, prefix="bg_provider") as url, running_stack(tmp, url) as stack:
+        yield stack
+
+
+def native_stack(
+    db_kind: str, tmp: Path, provider: RunningStack, **env: str
+) -> contextlib.AbstractContextManager[RunningStack]:
+    simulator_port = free_port()
+    config = write_config(tmp / "catalogue.yaml", simulator_port, provider)
+
+    @contextlib.contextmanager
+    def run() -> Iterator[RunningStack]:
+        with (
+            fresh_database(db_kind, tmp) as url,
+            running_stack(
+                tmp,
+                url,
+                BATCHGATE_CONFIG=config,
+                BATCHGATE_SIMULATOR_PORT=str(simulator_port),
+                BATCHGATE_MAINTENANCE_INTERVAL_S="0.2",
+                BATCHGATE_NATIVE_POLL_INTERVAL_S="0.3",
+                BATCHGATE_NATIVE_POLL_MAX_INTERVAL_S="1",
+                BATCHGATE_BATCH_DISCOUNT_STANDARD="0",  # executed batches pay full price here
+                **env,
+            ) as stack,
+        ):
+            yield stack
+
+    return run()
+
+
+@pytest.fixture(scope="module")
+def stack(
+    db_kind: str, provider: RunningStack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
+    with native_stack(db_kind, tmp_path_factory.mktemp(f"native-{db_kind}"), provider) as running:
+        yield running
+
+
+def records(n: int, prefix: str, model: str = "native-mini", **extra: Any) -> list[dict[str, Any]]:
+    out = chat_records(n, prefix=prefix)
+    for r in out:
+        r["body"]["model"] = model
+        r["body"].update(extra)
+    return out
+
+
+def provider_batches(provider: RunningStack, token_key: str = "batchgate_token") -> list[Any]:
+    return [b for b in provider.client().batches.list(limit=100) if (b.metadata or {}).get(token_key)]
+
+
+def parts_of(stack: RunningStack, batch_id: str) -> list[Any]:
+    return db_rows(
+        stack.database_url,
+        native_batches.select().where(native_batches.c.batch_id == batch_id).order_by(native_batches.c.part),
+    )
+
+
+def test_a_native_batch_runs_on_the_providers_batch_api_split_and_joined_in_input_order(
+    stack: RunningStack, provider: RunningStack
+) -> None:
+    client = stack.client()
+    inputs = records(7, "native-split")
+    batch = client.batches.create(
+        input_file_id=upload(client, inputs).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    assert batch.status == "in_progress" and batch.request_counts.total == 7
+    done = wait_for_batch(client, batch.id)
+    assert done.status == "completed", done
+    assert done.request_counts.completed == 7 and done.request_counts.failed == 0
+    lines = read_jsonl(client.files.content(done.output_file_id).content)
+    assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in inputs]  # input order
+    for line, record in zip(lines, inputs, strict=True):
+        assert line["response"]["status_code"] == 200
+        assert (
+            record["body"]["messages"][0]["content"][:40]
+            in line["response"]["body"]["choices"][0]["message"]["content"]
+        )
+
+    parts = parts_of(stack, batch.id)
+    assert [(p.first_idx, p.end_idx) for p in parts] == [(0, 3), (3, 6), (6, 7)]
+    assert all(p.provider_batch_id and p.imported and p.provider_status == "completed" for p in parts)
+    seen = {b.id: b for b in provider_batches(provider)}
+    assert all(seen[p.provider_batch_id].request_counts.total == (p.end_idx - p.first_idx) for p in parts)
+
+    # usage and cost, at the provider's batch price
+    usage = done.usage
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    gross = (
+        usage.input_tokens * PRICE["input_per_mtok"] + usage.output_tokens * PRICE["output_per_mtok"]
+    ) / 1e6
+    raw = httpx.get(
+        f"{stack.base_url}/batches/{batch.id}", headers={"Authorization": f"Bearer {stack.key}"}, timeout=10
+    ).json()
+    assert raw["execution"] == "native"
+    assert raw["cost"]["discount"] == NATIVE_DISCOUNT
+    assert raw["cost"]["amount"] == pytest.approx(gross * (1 - NATIVE_DISCOUNT))
+
+
+def test_execution_can_be_asked_per_batch_and_is_refused_where_no_batch_api_exists(
+    stack: RunningStack,
+) -> None:
+    client = stack.client()
+    file_id = upload(client, records(2, "native-refused", model="gpt-4o-mini")).id
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.batches.create(
+            input_file_id=file_id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            extra_body={"execution": "native"},
+        )
+    assert refused.value.code == "native_unsupported" and refused.value.param == "execution"
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.batches.create(
+            input_file_id=file_id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+            extra_body={"execution": "sometimes"},
+        )
+    assert bad.value.code == "invalid_execution"
+    assert not [b for b in client.batches.list(limit=100) if b.input_file_id == file_id]  # nothing half-made
+
+    # gpt-4o's provider has a batch API: a batch may ask for it
+    asked = client.batches.create(
+        input_file_id=upload(client, records(2, "native-asked", model="gpt-4o")).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"execution": "native"},
+    )
+    done = wait_for_batch(client, asked.id)
+    assert done.status == "completed" and done.request_counts.completed == 2
+    assert len(parts_of(stack, asked.id)) == 1
+
+
+def test_results_are_409_while_a_native_batch_runs_and_cancel_is_forwarded(
+    stack: RunningStack, provider: RunningStack
+) -> None:
+    client = stack.client()
+    slow = records(4, "native-cancel", x_sim={"delay_ms": 5_000})
+    batch = client.batches.create(
+        input_file_id=upload(client, slow).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    deadline = time.monotonic() + 60
+    while not all(p.provider_batch_id for p in parts_of(stack, batch.id)) or not parts_of(stack, batch.id):
+        assert time.monotonic() < deadline, "the provider batches were never created"
+        time.sleep(0.2)
+    for partial in ("false", "true"):
+        answer = httpx.get(
+            f"{stack.base_url}/batches/{batch.id}/results",
+            params={"partial": partial},
+            headers={"Authorization": f"Bearer {stack.key}"},
+            timeout=10,
+        )
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["error"]["code"] == "batch_not_finished"
+
+    assert client.batches.cancel(batch.id).status == "cancelling"
+    done = wait_for_batch(client, batch.id, timeout_s=120)
+    assert done.status == "cancelled"
+    parts = parts_of(stack, batch.id)
+    assert len(parts) == 2 and all(p.cancel_sent for p in parts)
+    forwarded = [provider.client().batches.retrieve(p.provider_batch_id) for p in parts]
+    assert {f.status for f in forwarded} == {"cancelled"}  # the cancel reached the provider
+    # what the provider finished before its batches ended counts; the rest is cancelled
+    assert done.request_counts.completed == sum(f.request_counts.completed for f in forwarded)
+    assert done.request_counts.completed + done.request_counts.failed == 4
+    if done.error_file_id:
+        errors = read_jsonl(client.files.content(done.error_file_id).content)
+        assert {e["error"]["code"] for e in errors} == {"batch_cancelled"}
+
+
+def test_polling_backs_off_while_a_provider_batch_makes_no_progress(stack: RunningStack) -> None:
+    client = stack.client()
+    batch = client.batches.create(
+        input_file_id=upload(client, records(1, "native-backoff", x_sim={"delay_ms": 5_000})).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    deadline = time.monotonic() + 60
+    while not (parts := parts_of(stack, batch.id)) or parts[0].poll_interval_s < 1:
+        assert time.monotonic() < deadline, f"no backoff: {parts}"
+        time.sleep(0.2)
+    assert parts[0].poll_interval_s == 1  # doubled from 0.3 up to the maximum, no further
+    assert parts[0].next_poll_at - time.time() <= 1.5
+    client.batches.cancel(batch.id)
+    assert wait_for_batch(client, batch.id, timeout_s=120).status == "cancelled"
