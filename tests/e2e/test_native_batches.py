@@ -16,7 +16,9 @@ import pytest
 import yaml
 
 from batchgate.services.common.db.schema import native_batches
+from batchgate.services.common.faults import CRASH_EXIT_CODE
 from tests.execution_support import FAST_RETRY
+from tests.reliability.test_finalize_crash import restart_core, wait_for_exit
 from tests.support import (
     RunningStack,
     chat_records,
@@ -262,3 +264,34 @@ def test_polling_backs_off_while_a_provider_batch_makes_no_progress(stack: Runni
     assert parts[0].next_poll_at - time.time() <= 1.5
     client.batches.cancel(batch.id)
     assert wait_for_batch(client, batch.id, timeout_s=120).status == "cancelled"
+
+
+def test_a_crash_between_the_providers_create_and_our_bookkeeping_makes_no_second_provider_batch(
+    db_kind: str, provider: RunningStack, tmp_path: Path
+) -> None:
+    """The core dies right after the provider accepted the batch, before its id was stored; the
+    restarted scheduler finds that batch by its token and follows it instead of creating one."""
+    with native_stack(
+        db_kind, tmp_path, provider, BATCHGATE_CRASH_AT="scheduler.native.after_create"
+    ) as crashing:
+        client = crashing.client()
+        inputs = records(2, "native-crash")
+        batch = client.batches.create(
+            input_file_id=upload(client, inputs).id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        assert wait_for_exit(crashing, "core") == CRASH_EXIT_CODE
+        (part,) = parts_of(crashing, batch.id)
+        assert part.provider_file_id and part.provider_batch_id is None  # the crash came before the store
+        tagged = [b for b in provider_batches(provider) if b.metadata["batchgate_token"] == part.token]
+        assert len(tagged) == 1  # ... and after the provider accepted it
+
+        restart_core(crashing)
+        done = wait_for_batch(client, batch.id)
+        assert done.status == "completed" and done.request_counts.completed == 2
+        lines = read_jsonl(client.files.content(done.output_file_id).content)
+        assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in inputs]
+        (part,) = parts_of(crashing, batch.id)
+        assert part.provider_batch_id == tagged[0].id
+        assert [b.id for b in provider_batches(provider) if b.metadata["batchgate_token"] == part.token] == [
+            tagged[0].id
+        ]
