@@ -36,7 +36,13 @@ from batchgate.services.common.db import AnyRow, Database, native_batches, queue
 from batchgate.services.common.faults import crash_point
 from batchgate.services.common.states import NATIVE_ENDED, BatchStatus, ItemErrorCode, NativeStatus
 from batchgate.services.common.token_usage import usage_of
-from batchgate.services.scheduler.provider_batches import OpenAIBatches, ProviderBatch, ProviderError
+from batchgate.services.scheduler.anthropic_batches import AnthropicBatches
+from batchgate.services.scheduler.provider_batches import (
+    BatchAPI,
+    OpenAIBatches,
+    ProviderBatch,
+    ProviderError,
+)
 from batchgate.services.scheduler.queue import CLOSE_CODES
 
 log = logging.getLogger(__name__)
@@ -103,6 +109,23 @@ def outcome_of(
     )
 
 
+def _outcomes(lines: Sequence[bytes], leased: dict[int, int], part: AnyRow) -> list[recorder_pb2.Outcome]:
+    """The part's result lines as outcomes of the items still leased to it, in input order
+    (custom_id is our item index; lines of items already recorded are skipped)."""
+    outcomes = []
+    for raw in lines:
+        line = orjson.loads(raw) if raw.strip() else {}
+        custom_id = str(line.get("custom_id", ""))
+        index = int(custom_id) if custom_id.isdigit() else -1
+        if index not in leased:
+            continue
+        ref = items_pb2.ItemRef(batch_id=part.batch_id, index=index, attempt=leased[index])
+        outcome = outcome_of(line, ref=ref, model=part.model or "", provider=part.provider)
+        if outcome is not None:
+            outcomes.append(outcome)
+    return sorted(outcomes, key=lambda o: o.ref.index)
+
+
 def _end_of(status: str, errors: Sequence[str]) -> tuple[BatchStatus, str, str]:
     """How the items no provider line settled end (and so the batch): cancelled when the batch
     was cancelled, failed when a provider batch failed outright, else expired (the provider's
@@ -126,13 +149,14 @@ class NativeBatches:
         self._finalize = finalize
         self._session: aiohttp.ClientSession | None = None
 
-    def _api(self, provider: str) -> OpenAIBatches:
+    def _api(self, provider: str) -> BatchAPI:
         config = self._settings.provider(provider)
         if config is None:
             raise ProviderError(f"provider {provider!r} is no longer configured", retryable=True)
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        return OpenAIBatches(config, self._session, PROVIDER_TIMEOUT_S)
+        kind = AnthropicBatches if config.kind == "anthropic" else OpenAIBatches
+        return kind(config, self._session, PROVIDER_TIMEOUT_S)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -147,7 +171,11 @@ class NativeBatches:
                 await self._step(part)
             except ProviderError as exc:
                 log.warning("provider batch %s of %s: %s", part.token, part.batch_id, exc)
-                await self._back_off(part)
+                if exc.retryable or part.provider_batch_id is not None:
+                    await self._back_off(part)
+                else:  # the provider refused the batch itself: it fails, with the provider's error
+                    await self._update(part.token, imported=True, error=str(exc))
+                    await self._settle(part.batch_id)
 
     async def _plan(self) -> None:
         async with self._db.read() as conn:
@@ -190,21 +218,26 @@ class NativeBatches:
 
     async def _submit(self, part: AnyRow) -> None:
         api = self._api(part.provider)
-        found = await api.find(part.token)
+        async with self._db.read() as conn:
+            rows = await native_batches.records(conn, part.batch_id, part.first_idx, part.end_idx)
+        found = None
+        if part.provider_file_id is not None:  # a create may have reached the provider
+            found = await api.find(part.token, since=part.created_at, count=len(rows))
+            async with self._db.read() as conn:
+                if found is not None and await native_batches.is_known(conn, part.provider, found.id):
+                    found = None  # another part's
         if found is None and part.status == BatchStatus.CANCELLING:  # cancelled before it was sent
             await self._update(part.token, imported=True, provider_status=NativeStatus.CANCELLED)
             await self._settle(part.batch_id)
             return
         if found is None:
+            model = self._settings.model(part.model)
+            data = _jsonl(rows, part.endpoint, model.upstream_model if model else "")
             file_id = part.provider_file_id
             if file_id is None:
-                async with self._db.read() as conn:
-                    rows = await native_batches.records(conn, part.batch_id, part.first_idx, part.end_idx)
-                model = self._settings.model(part.model)
-                data = _jsonl(rows, part.endpoint, model.upstream_model if model else "")
                 file_id = await api.upload(data, f"{part.batch_id}-{part.part}.jsonl")
                 await self._update(part.token, provider_file_id=file_id)
-            found = await api.create(file_id=file_id, endpoint=part.endpoint, token=part.token)
+            found = await api.create(file_id=file_id, jsonl=data, endpoint=part.endpoint, token=part.token)
             crash_point("scheduler.native.after_create")
         await self._update(
             part.token,
@@ -247,24 +280,7 @@ class NativeBatches:
                 r.idx: r.attempt
                 for r in await native_batches.records(conn, part.batch_id, part.first_idx, part.end_idx)
             }
-        outcomes: list[recorder_pb2.Outcome] = []
-        for file_id in (found.output_file_id, found.error_file_id):
-            if file_id is None:
-                continue
-            for raw in (await api.content(file_id)).splitlines():
-                if not raw.strip():
-                    continue
-                line = orjson.loads(raw)
-                index = (
-                    int(str(line.get("custom_id", "-1"))) if str(line.get("custom_id", "")).isdigit() else -1
-                )
-                if index not in leased:
-                    continue
-                ref = items_pb2.ItemRef(batch_id=part.batch_id, index=index, attempt=leased[index])
-                outcome = outcome_of(line, ref=ref, model=part.model or "", provider=part.provider)
-                if outcome is not None:
-                    outcomes.append(outcome)
-        outcomes.sort(key=lambda o: o.ref.index)
+        outcomes = _outcomes(await api.result_lines(found), leased, part)
         for start in range(0, len(outcomes), RECORD_GROUP):
             await self._record(outcomes[start : start + RECORD_GROUP])
         error = None

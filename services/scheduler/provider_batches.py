@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -43,6 +43,26 @@ class ProviderBatch:
     errors: list[Mapping[str, Any]]
 
 
+class BatchAPI(Protocol):
+    """A provider's batch API as the follower (`native_batches`) uses it; lines in and out are
+    OpenAI's batch file lines whatever the provider speaks."""
+
+    async def find(self, token: str, *, since: float, count: int) -> ProviderBatch | None:
+        """The batch created for `token` (at or after `since`, of `count` requests), if any."""
+
+    async def upload(self, jsonl: bytes, filename: str) -> str:
+        """Where the provider holds the input before its batch is created."""
+
+    async def create(self, *, file_id: str, jsonl: bytes, endpoint: str, token: str) -> ProviderBatch: ...
+
+    async def get(self, batch_id: str) -> ProviderBatch: ...
+
+    async def cancel(self, batch_id: str) -> None: ...
+
+    async def result_lines(self, batch: ProviderBatch) -> list[bytes]:
+        """The ended batch's output and error lines (OpenAI's shape)."""
+
+
 def _batch(body: Mapping[str, Any]) -> ProviderBatch:
     counts = body.get("request_counts") or {}
     errors = body.get("errors") or {}
@@ -57,19 +77,20 @@ def _batch(body: Mapping[str, Any]) -> ProviderBatch:
     )
 
 
-class OpenAIBatches:
+class OpenAIBatches(BatchAPI):
     """One provider's batch API; `session` is shared with the scheduler's other provider calls."""
 
     def __init__(self, provider: ProviderConfig, session: aiohttp.ClientSession, timeout_s: float) -> None:
         self._base = provider.base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {provider.api_keys[0]}"} if provider.api_keys else {}
+        self.headers = {"Authorization": f"Bearer {provider.api_keys[0]}"} if provider.api_keys else {}
         self._session = session
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
+    async def call(self, method: str, path: str, *, url: str = "", **kwargs: Any) -> bytes:
+        """The answer's body; `url` instead of the base URL + `path` when given."""
         try:
             async with self._session.request(
-                method, self._base + path, headers=self._headers, timeout=self._timeout, **kwargs
+                method, url or self._base + path, headers=self.headers, timeout=self._timeout, **kwargs
             ) as response:
                 body = await response.read()
                 if response.status >= 400:
@@ -82,8 +103,8 @@ class OpenAIBatches:
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ProviderError(f"{method} {path}: {type(exc).__name__}: {exc}", retryable=True) from exc
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        body = await self._call(method, path, **kwargs)
+    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        body = await self.call(method, path, **kwargs)
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -93,23 +114,23 @@ class OpenAIBatches:
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", jsonl, filename=filename, content_type="application/jsonl")
-        return str((await self._json("POST", "/files", data=form))["id"])
+        return str((await self.json("POST", "/files", data=form))["id"])
 
-    async def create(self, *, file_id: str, endpoint: str, token: str) -> ProviderBatch:
+    async def create(self, *, file_id: str, jsonl: bytes, endpoint: str, token: str) -> ProviderBatch:
         body = {
             "input_file_id": file_id,
             "endpoint": endpoint,
             "completion_window": "24h",
             "metadata": {TOKEN_KEY: token},
         }
-        return _batch(await self._json("POST", "/batches", json=body))
+        return _batch(await self.json("POST", "/batches", json=body))
 
-    async def find(self, token: str) -> ProviderBatch | None:
-        """The provider batch tagged with `token`, if one was created (newest first)."""
+    async def find(self, token: str, *, since: float, count: int) -> ProviderBatch | None:
+        """The provider batch tagged with `token` in its metadata, if one was created."""
         after: str | None = None
         for _ in range(LIST_PAGES_MAX):
             params = {"limit": str(LIST_PAGE), **({"after": after} if after else {})}
-            page = await self._json("GET", "/batches", params=params)
+            page = await self.json("GET", "/batches", params=params)
             for body in page.get("data") or ():
                 if (body.get("metadata") or {}).get(TOKEN_KEY) == token:
                     return _batch(body)
@@ -119,10 +140,14 @@ class OpenAIBatches:
         return None
 
     async def get(self, batch_id: str) -> ProviderBatch:
-        return _batch(await self._json("GET", f"/batches/{batch_id}"))
+        return _batch(await self.json("GET", f"/batches/{batch_id}"))
 
     async def cancel(self, batch_id: str) -> None:
-        await self._json("POST", f"/batches/{batch_id}/cancel")
+        await self.json("POST", f"/batches/{batch_id}/cancel")
 
-    async def content(self, file_id: str) -> bytes:
-        return await self._call("GET", f"/files/{file_id}/content")
+    async def result_lines(self, batch: ProviderBatch) -> list[bytes]:
+        lines: list[bytes] = []
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if file_id:
+                lines += (await self.call("GET", f"/files/{file_id}/content")).splitlines()
+        return lines

@@ -68,6 +68,12 @@ def write_config(path: Path, simulator_port: int, provider: RunningStack) -> str
                 "price": PRICE,
             },
             {"name": "gpt-4o", "provider": "upstream-batches", "price": PRICE},
+            {
+                "name": "native-broken",  # the provider knows no such model: it refuses the batch
+                "provider": "upstream-batches",
+                "upstream_model": "no-such-model",
+                "batch_mode": "native",
+            },
         ],
         "retry": FAST_RETRY,
     }
@@ -295,3 +301,19 @@ def test_a_crash_between_the_providers_create_and_our_bookkeeping_makes_no_secon
         assert [b.id for b in provider_batches(provider) if b.metadata["batchgate_token"] == part.token] == [
             tagged[0].id
         ]
+
+
+def test_a_batch_the_provider_refuses_fails_with_the_providers_error(stack: RunningStack) -> None:
+    client = stack.client()
+    inputs = records(2, "native-broken", model="native-broken")
+    batch = client.batches.create(
+        input_file_id=upload(client, inputs).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    done = wait_for_batch(client, batch.id)
+    assert done.status == "failed" and done.failed_at
+    assert done.request_counts.failed == 2 and done.output_file_id is None
+    (error,) = done.errors.data
+    assert error.code == "provider_batch_failed" and "no_valid_records" in error.message
+    lines = read_jsonl(client.files.content(done.error_file_id).content)
+    assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in inputs]
+    assert {line["error"]["code"] for line in lines} == {"provider_batch_failed"}

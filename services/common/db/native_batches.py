@@ -142,6 +142,14 @@ async def update_part(conn: AsyncConnection, token: str, **values: Any) -> None:
     await conn.execute(update(native_batches).where(native_batches.c.token == token).values(**values))
 
 
+async def is_known(conn: AsyncConnection, provider: str, provider_batch_id: str) -> bool:
+    """scheduler: whether some part already follows this provider batch."""
+    query = select(native_batches.c.token).where(
+        native_batches.c.provider == provider, native_batches.c.provider_batch_id == provider_batch_id
+    )
+    return (await conn.execute(query)).first() is not None
+
+
 async def parts_left(conn: AsyncConnection, batch_id: str) -> int:
     """scheduler: the batch's provider batches whose results are not imported yet."""
     query = select(func.count()).where(native_batches.c.batch_id == batch_id, ~native_batches.c.imported)
