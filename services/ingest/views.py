@@ -31,6 +31,14 @@ def _priority(row: AnyRow) -> Any:
     return "expedited" if row.priority_tier else "standard"
 
 
+def _request_counts(row: AnyRow) -> batches_pb2.RequestCounts:
+    """The stored counts, plus (for a native batch) what its provider reports done and not yet
+    imported, so progress moves while the provider runs it."""
+    completed = min(row.completed_count + row.native_completed, row.total)
+    failed = min(row.failed_count + row.native_failed, row.total - completed)
+    return batches_pb2.RequestCounts(total=row.total, completed=completed, failed=failed)
+
+
 def batch_message(row: AnyRow) -> batches_pb2.Batch:
     errors_list = orjson.loads(row.errors) if row.errors else None
     return batches_pb2.Batch(
@@ -51,9 +59,7 @@ def batch_message(row: AnyRow) -> batches_pb2.Batch:
         expired_at=pv.number_or_null(row.expired_at),
         cancelling_at=pv.number_or_null(row.cancelling_at),
         cancelled_at=pv.number_or_null(row.cancelled_at),
-        request_counts=batches_pb2.RequestCounts(
-            total=row.total, completed=row.completed_count, failed=row.failed_count
-        ),
+        request_counts=_request_counts(row),
         metadata=pv.from_python(orjson.loads(row.metadata) if row.metadata else None),
         errors=pv.from_python({"object": "list", "data": errors_list} if errors_list else None),
         model=pv.string_or_null(row.model),

@@ -317,3 +317,20 @@ def test_a_batch_the_provider_refuses_fails_with_the_providers_error(stack: Runn
     lines = read_jsonl(client.files.content(done.error_file_id).content)
     assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in inputs]
     assert {line["error"]["code"] for line in lines} == {"provider_batch_failed"}
+
+
+def test_progress_moves_while_the_provider_runs_the_batch(stack: RunningStack) -> None:
+    client = stack.client()
+    inputs = records(2, "native-live-fast") + records(1, "native-live-slow", x_sim={"delay_ms": 6_000})
+    batch = client.batches.create(
+        input_file_id=upload(client, inputs).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    deadline = time.monotonic() + 60
+    while (live := client.batches.retrieve(batch.id)).request_counts.completed < 2:
+        assert live.status == "in_progress" and time.monotonic() < deadline, live
+        time.sleep(0.1)
+    assert live.status == "in_progress" and live.request_counts.completed == 2  # the provider's count
+    assert parts_of(stack, batch.id)[0].imported is False
+    done = wait_for_batch(client, batch.id)
+    assert done.status == "completed" and done.request_counts.completed == 3
+    assert done.request_counts.failed == 0

@@ -138,8 +138,23 @@ async def records(conn: AsyncConnection, batch_id: str, first_idx: int, end_idx:
 
 async def update_part(conn: AsyncConnection, token: str, **values: Any) -> None:
     """scheduler: store what is now known of a provider batch (its ids as soon as the provider
-    answers, its status and counts, the next poll, `cancel_sent`, `imported`, `error`)."""
+    answers, its status and counts, the next poll, `cancel_sent`, `imported`, `error`), and
+    its batch's live progress: the provider's counts of the parts not imported yet."""
     await conn.execute(update(native_batches).where(native_batches.c.token == token).values(**values))
+    batch_id = select(native_batches.c.batch_id).where(native_batches.c.token == token).scalar_subquery()
+    pending = ~native_batches.c.imported & (native_batches.c.batch_id == batches.c.id)
+
+    def pending_sum(column: Any) -> Any:
+        return select(func.coalesce(func.sum(column), 0)).where(pending).scalar_subquery()
+
+    await conn.execute(
+        update(batches)
+        .where(batches.c.id == batch_id)
+        .values(
+            native_completed=pending_sum(native_batches.c.completed),
+            native_failed=pending_sum(native_batches.c.failed),
+        )
+    )
 
 
 async def is_known(conn: AsyncConnection, provider: str, provider_batch_id: str) -> bool:

@@ -121,6 +121,9 @@ batches = Table(
     Column("traceparent", String(64), nullable=True),  # the create call's trace
     # execute (our executors) | native (the provider's batch API: `native_batches`); ingest's
     Column("execution", String(16), nullable=False, server_default="execute"),
+    # The scheduler's: a native batch's provider counts not yet imported (its live progress)
+    Column("native_completed", Integer, nullable=False, server_default="0"),
+    Column("native_failed", Integer, nullable=False, server_default="0"),
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
     Index("ix_batches_project_id", "project_id", "id"),

@@ -58,6 +58,8 @@ def upgrade() -> None:
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
         sa.Column("execution", sa.String(length=16), server_default="execute", nullable=False),
+        sa.Column("native_completed", sa.Integer(), server_default="0", nullable=False),
+        sa.Column("native_failed", sa.Integer(), server_default="0", nullable=False),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
