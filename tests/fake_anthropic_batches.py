@@ -14,9 +14,7 @@ cancelled. The first `fail_creates` creates are answered 529 (overloaded).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.support import free_port
+from tests.loopback import LoopbackServer
 
 API_KEY = "fake-anthropic-key"
 
@@ -77,9 +75,7 @@ class FakeAnthropicBatches:
     create_calls: int = 0
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _port: int = 0
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
-    _stop: asyncio.Event | None = None
+    _server: LoopbackServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -148,36 +144,18 @@ class FakeAnthropicBatches:
         lines = b"\n".join(orjson.dumps(_result(r, batch.cancelled)) for r in batch.requests)
         return web.Response(body=lines + b"\n", content_type="application/binary")
 
-    async def _serve(self, ready: threading.Event) -> None:
+    def __enter__(self) -> FakeAnthropicBatches:
         app = web.Application()
         app.router.add_post("/v1/messages/batches", self._create)
         app.router.add_get("/v1/messages/batches", self._list)
         app.router.add_get("/v1/messages/batches/{id}", self._get)
         app.router.add_post("/v1/messages/batches/{id}/cancel", self._cancel)
         app.router.add_get("/results/{id}", self._results)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", self._port).start()
-        self._stop = asyncio.Event()
-        ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def __enter__(self) -> FakeAnthropicBatches:
-        self._port = free_port()
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_until_complete, args=(self._serve(ready),), daemon=True
-        )
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the fake Anthropic batches provider did not start")
+        self._server = LoopbackServer(app, "the fake Anthropic batches provider")
+        self._port = self._server.port
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._thread is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+        assert self._server is not None
+        self._server.stop()

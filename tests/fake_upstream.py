@@ -24,7 +24,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from tests.support import free_port
+from tests.loopback import LoopbackServer
 
 
 def records(model: str, prefix: str, n: int, **body: Any) -> list[dict[str, Any]]:
@@ -73,9 +73,7 @@ class FakeUpstream:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _in_flight: int = 0
     _port: int = 0
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
-    _stop: asyncio.Event | None = None
+    _server: LoopbackServer | None = None
 
     @property
     def base_url(self) -> str:
@@ -133,32 +131,14 @@ class FakeUpstream:
             status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
         )
 
-    async def _serve(self, ready: threading.Event) -> None:
+    def __enter__(self) -> FakeUpstream:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", self._port, backlog=1024).start()
-        self._stop = asyncio.Event()
-        ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def __enter__(self) -> FakeUpstream:
-        self._port = free_port()
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_until_complete, args=(self._serve(ready),), daemon=True
-        )
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the fake upstream did not start")
+        self._server = LoopbackServer(app, "the fake upstream")
+        self._port = self._server.port
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._thread is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+        assert self._server is not None
+        self._server.stop()

@@ -58,23 +58,6 @@ class Execution(StrEnum):
     NATIVE = "native"  # passed through to the provider's batch API (`native_batches`)
 
 
-class NativeStatus(StrEnum):
-    """The provider batch statuses batchgate acts on (OpenAI's names; Anthropic's mapped)."""
-
-    VALIDATING = "validating"
-    IN_PROGRESS = "in_progress"
-    FINALIZING = "finalizing"
-    CANCELLING = "cancelling"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-
-
-# A provider batch in one of these has its output (if any) ready to import.
-NATIVE_ENDED = (NativeStatus.COMPLETED, NativeStatus.FAILED, NativeStatus.EXPIRED, NativeStatus.CANCELLED)
-
-
 class ItemState(StrEnum):
     QUEUED = "queued"
     LEASED = "leased"

@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 
 from batchgate.services.common.catalogue import ProviderConfig
-from batchgate.services.common.states import ItemErrorCode, NativeStatus
+from batchgate.services.common.states import BatchStatus, ItemErrorCode
 from batchgate.services.common.translate.chat_to_anthropic import to_anthropic_request
 from batchgate.services.common.translate.responses import to_chat_completion
 from batchgate.services.common.translate.shared import Untranslatable
@@ -43,9 +43,9 @@ def _seconds(stamp: Any) -> float:
 
 def _batch(body: dict[str, Any]) -> ProviderBatch:
     counts = body.get("request_counts") or {}
-    status = {"in_progress": NativeStatus.IN_PROGRESS, "canceling": NativeStatus.CANCELLING}.get(
+    status = {"in_progress": BatchStatus.IN_PROGRESS, "canceling": BatchStatus.CANCELLING}.get(
         str(body.get("processing_status")),
-        NativeStatus.CANCELLED if body.get("cancel_initiated_at") else NativeStatus.COMPLETED,
+        BatchStatus.CANCELLED if body.get("cancel_initiated_at") else BatchStatus.COMPLETED,
     )
     return ProviderBatch(
         id=str(body["id"]),

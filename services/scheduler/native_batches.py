@@ -1,6 +1,9 @@
 """Natively run batches: passed through to the provider's own batch API instead of being
 leased to executors. The maintenance leader runs `NativeBatches.tick` on every round.
 
+Provider batches go through OpenAI's batch statuses, which are ours (`BatchStatus`); an
+Anthropic batch's are mapped onto them.
+
 1. Plan: a running native batch's items are leased to `NATIVE_HOLDER` and split into provider
    batches of at most the provider's `batch_limit` items, each a `native_batches` row with
    its own token, in one transaction, before any provider call.
@@ -34,7 +37,7 @@ from batchgate.internal.v1 import items_pb2, recorder_pb2
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Database, native_batches, queue
 from batchgate.services.common.faults import crash_point
-from batchgate.services.common.states import NATIVE_ENDED, BatchStatus, ItemErrorCode, NativeStatus
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemErrorCode
 from batchgate.services.common.token_usage import usage_of
 from batchgate.services.scheduler.anthropic_batches import AnthropicBatches
 from batchgate.services.scheduler.provider_batches import (
@@ -176,6 +179,9 @@ class NativeBatches:
                 else:  # the provider refused the batch itself: it fails, with the provider's error
                     await self._update(part.token, imported=True, error=str(exc))
                     await self._settle(part.batch_id)
+            except Exception:  # one bad part must not hold up the others: it waits its turn again
+                log.exception("provider batch %s of %s failed; retrying later", part.token, part.batch_id)
+                await self._back_off(part)
 
     async def _plan(self) -> None:
         async with self._db.read() as conn:
@@ -210,11 +216,20 @@ class NativeBatches:
         if part.provider_batch_id is None:
             await self._submit(part)
         elif part.status == BatchStatus.CANCELLING and not part.cancel_sent:
-            await self._api(part.provider).cancel(part.provider_batch_id)
-            await self._update(part.token, cancel_sent=True, next_poll_at=time.time())
-            log.info("batch %s: cancel forwarded to provider batch %s", part.batch_id, part.provider_batch_id)
+            await self._forward_cancel(part)
         else:
             await self._poll(part)
+
+    async def _forward_cancel(self, part: AnyRow) -> None:
+        """Once; a provider that refuses it (its batch already ended) is polled as usual."""
+        try:
+            await self._api(part.provider).cancel(part.provider_batch_id)
+            log.info("batch %s: cancel forwarded to provider batch %s", part.batch_id, part.provider_batch_id)
+        except ProviderError as exc:
+            if exc.retryable:
+                raise
+            log.info("batch %s: provider batch %s refused the cancel: %s", part.batch_id, part.token, exc)
+        await self._update(part.token, cancel_sent=True, next_poll_at=time.time())
 
     async def _submit(self, part: AnyRow) -> None:
         api = self._api(part.provider)
@@ -227,7 +242,7 @@ class NativeBatches:
                 if found is not None and await native_batches.is_known(conn, part.provider, found.id):
                     found = None  # another part's
         if found is None and part.status == BatchStatus.CANCELLING:  # cancelled before it was sent
-            await self._update(part.token, imported=True, provider_status=NativeStatus.CANCELLED)
+            await self._update(part.token, imported=True, provider_status=BatchStatus.CANCELLED)
             await self._settle(part.batch_id)
             return
         if found is None:
@@ -249,7 +264,7 @@ class NativeBatches:
 
     async def _poll(self, part: AnyRow) -> None:
         found = await self._api(part.provider).get(part.provider_batch_id)
-        if found.status in NATIVE_ENDED:
+        if found.status in BATCH_TERMINAL:
             await self._import(part, found)
             return
         moved = (found.status, found.completed, found.failed) != (
@@ -284,7 +299,7 @@ class NativeBatches:
         for start in range(0, len(outcomes), RECORD_GROUP):
             await self._record(outcomes[start : start + RECORD_GROUP])
         error = None
-        if found.status == NativeStatus.FAILED:
+        if found.status == BatchStatus.FAILED:
             error = "; ".join(str(e.get("message") or e.get("code") or e) for e in found.errors) or "failed"
         await self._update(
             part.token,

@@ -91,6 +91,17 @@ retry: {max_attempts: 2}
             "models: [{name: m, provider: a, endpoints: [/v1/embeddings]}]\n",
             "anthropic provider serves only",
         ),
+        ("providers: [{name: p, base_url: x, batch_mode: native}]\n", "native with batch_api"),
+        ("providers: [{name: p, base_url: x, batch_api: true, batch_limit: 0}]\n", "batch_limit"),
+        ("providers: [{name: p, base_url: x, batch_api: true, batch_discount: 2}]\n", "batch_discount"),
+        (
+            "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, batch_mode: native}]\n",
+            "needs a provider with batch_api",
+        ),
+        (
+            "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, batch_mode: sometimes}]\n",
+            "batch_mode must be",
+        ),
     ],
 )
 def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, yaml_text: str, message: str) -> None:

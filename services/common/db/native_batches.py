@@ -104,16 +104,19 @@ async def plan(
 
 
 async def due(conn: AsyncConnection, now: float) -> list[AnyRow]:
-    """scheduler: the provider batches to act on now (not yet imported, and either not yet
-    created or due a poll), with their batch's status, model and endpoint."""
+    """scheduler: the provider batches to act on now (not yet imported, and due: to be created
+    or polled, or a cancel to forward), with their batch's status, model and endpoint."""
     query = (
         select(native_batches, batches.c.status, batches.c.model, batches.c.endpoint)
         .join(batches, batches.c.id == native_batches.c.batch_id)
         .where(
             ~native_batches.c.imported,
-            native_batches.c.provider_batch_id.is_(None)
-            | (native_batches.c.next_poll_at <= now)
-            | ((batches.c.status == BatchStatus.CANCELLING) & ~native_batches.c.cancel_sent),
+            (native_batches.c.next_poll_at <= now)
+            | (
+                (batches.c.status == BatchStatus.CANCELLING)
+                & ~native_batches.c.cancel_sent
+                & native_batches.c.provider_batch_id.is_not(None)
+            ),
         )
         .order_by(native_batches.c.batch_id, native_batches.c.part)
     )
