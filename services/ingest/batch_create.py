@@ -48,6 +48,7 @@ from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.lookup import visible_batch, visible_file
 from services.ingest.metrics import IngestMetrics
+from services.ingest.tool_url_gate import ToolUrlGate
 from services.ingest.validation import Accepted, RecordChecker
 
 log = logging.getLogger(__name__)
@@ -444,6 +445,7 @@ class BatchCreator:
     ) -> _Checked:
         """Stream the input once: check each record, insert its item, collect rejections."""
         checker = RecordChecker(self._settings, endpoint)
+        tool_urls = ToolUrlGate(self._settings)
         writer = ItemWriter(self._db)
         operation = telemetry.gen_ai_operation(endpoint)
         index = 0
@@ -459,7 +461,7 @@ class BatchCreator:
                         "input_too_large",
                         param,
                     )
-                outcome = checker.check(raw)
+                outcome = await tool_urls.admit(checker.check(raw))
                 traceparent = None
                 if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                     traceparent = telemetry.start_item_trace(
