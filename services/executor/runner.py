@@ -45,6 +45,8 @@ from services.executor.anthropic import AnthropicMessages
 from services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
 from services.executor.metrics import ExecutorMetrics
 from services.executor.rate_signals import retry_after_s, spent_window_s
+from services.executor.tools.loop import ToolLoop, names_tool_config
+from services.executor.tools.transport import ToolTransport
 from services.executor.upstream import (
     Adapter,
     OpenAICompatible,
@@ -195,11 +197,18 @@ class ItemRunner:
                 timeout_s=config.timeout_s or settings.request_timeout_s,
             )
         self._chains: dict[str, list[ModelConfig]] = {}
+        self._tool_transport = ToolTransport(settings)
+        self._tools = ToolLoop(
+            transport=self._tool_transport,
+            request_timeout_s=settings.request_timeout_s,
+            not_started=NotStarted,
+        )
 
     async def close(self) -> None:
         for provider in self._providers.values():
             if provider.session is not None:
                 await provider.session.close()
+        await self._tool_transport.close()
 
     def _chain(self, model: str) -> list[ModelConfig]:
         """The model and its fallbacks, in order (memoized: looked up for every item)."""
@@ -232,15 +241,31 @@ class ItemRunner:
         then in their `Control.order`."""
         control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
-            return _logged(item, await self._run(item, control, None))
+            return _logged(item, await self._execute(item, control, None))
         with telemetry.child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
-            outcome = await self._run(item, control, span)
+            outcome = await self._execute(item, control, span)
             spans.end_run(span, outcome)
             outcome.traceparent = telemetry.traceparent_of(span)
             return _logged(item, outcome)
+
+    async def _execute(
+        self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
+    ) -> recorder_pb2.Outcome:
+        """A record with a tool_config runs its tool loop (`services.executor.tools`), each
+        model turn a `_run`; any other record is one `_run`."""
+        if names_tool_config(item.body):
+            outcome = await self._tools.run(
+                item,
+                turn=lambda turn: self._run(turn, control, span),
+                traced=span is not None,
+                stopped=control.stop.is_set,
+            )
+            if outcome is not None:
+                return outcome
+        return await self._run(item, control, span)
 
     async def _run(
         self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
