@@ -36,6 +36,7 @@ from services.common.tool_config import (
 from services.executor.tools import tool_spans
 from services.executor.tools.calls import FAILURE_CODE, ToolCall, ToolFailure, ToolSession, requested_calls
 from services.executor.tools.http_tools import HttpTools
+from services.executor.tools.mcp_tools import McpTools
 from services.executor.tools.transport import ToolTransport
 
 Turn = Callable[[scheduler_pb2.LeasedItem], Awaitable[recorder_pb2.Outcome]]
@@ -138,6 +139,8 @@ class ToolLoop:
         self._not_started = not_started
 
     def _session(self, config: ToolConfig, item: scheduler_pb2.LeasedItem, traced: bool) -> ToolSession:
+        if config.type == "mcp":
+            return McpTools(self._transport, config, item, traced)
         return HttpTools(self._transport, config, item, traced)
 
     async def run(
