@@ -145,14 +145,10 @@ class RecordChecker:
                 f"Every record of a batch must use the same model: expected {self.model!r}, got {model!r}.",
                 custom_id,
             )
-        if body.get("stream") is True:
-            return self._reject(
-                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
-            )
-        try:
-            body, tool_url = check_tool_record(body, self.endpoint, self.settings)
-        except InvalidToolConfig as exc:
-            return self._reject(TOOL_CONFIG_CODE, str(exc), custom_id)
+        checked = self._check_options(body, custom_id)
+        if isinstance(checked, Rejected):
+            return checked
+        body, tool_url = checked
         encoded = orjson.dumps(body)
         if len(encoded) > self.settings.max_record_bytes:
             return self._reject(
@@ -161,3 +157,17 @@ class RecordChecker:
                 custom_id,
             )
         return encoded, model, tool_url
+
+    def _check_options(
+        self, body: dict[str, Any], custom_id: str
+    ) -> Rejected | tuple[dict[str, Any], str | None]:
+        """What batches do not run (streaming), and a tool_config: (the body to store, its
+        tool URL)."""
+        if body.get("stream") is True:
+            return self._reject(
+                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
+            )
+        try:
+            return check_tool_record(body, self.endpoint, self.settings)
+        except InvalidToolConfig as exc:
+            return self._reject(TOOL_CONFIG_CODE, str(exc), custom_id)
