@@ -13,11 +13,16 @@ Anthropic translation passes unknown keys through too):
               "fail_models": ["gpt-4o"],                       # these models always answer 503
               "echo": true,                                    # answer text = the request body seen
               "usage": {"cache_read_input_tokens": 3},         # merged into the answer's usage
-              "stop_reason": "max_tokens"}                     # /v1/messages: this stop reason
+              "stop_reason": "max_tokens",                     # /v1/messages: this stop reason
+              "tool_rounds": 3, "tool_calls": 2}               # chat with `tools`: ask for 2 calls
+                                                               # a turn until 3 tool rounds ran
 
 `/v1/messages` wants Anthropic's headers (`x-api-key`, `anthropic-version`) and answers with a
 `tool_use` block when tools are offered and the last turn is not a tool result (unless
-`tool_choice` is none). `GET /_sim/stats` reports how many calls each request content received
+`tool_choice` is none). Chat completions ask for tools only when `x_sim.tool_rounds` says so:
+the answer then calls the first offered tool (`finish_reason: "tool_calls"`) while the
+conversation holds fewer tool-calling assistant turns than that, and answers as usual after.
+`GET /_sim/stats` reports how many calls each request content received
 (tests use it to prove that finished items are not re-run); `GET /_sim/calls?content=…` lists
 the calls for one content in order (time, status, model, API key).
 """
@@ -259,6 +264,34 @@ def _messages(body: dict[str, Any], key: str, digest: str) -> dict[str, Any]:
     }
 
 
+def _tool_calls(answer: dict[str, Any], sim: dict[str, Any], body: dict[str, Any], digest: str) -> None:
+    """`x_sim.tool_rounds`: a chat answer that calls the first offered tool `x_sim.tool_calls`
+    times (default 1) while fewer rounds ran; the arguments name the round."""
+    tools = body.get("tools")
+    wanted = sim.get("tool_rounds")
+    if not isinstance(wanted, int) or not isinstance(tools, list) or not tools or "choices" not in answer:
+        return
+    messages = body.get("messages") or []
+    done = sum(
+        1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+    )
+    if done >= wanted:
+        return
+    function = tools[0].get("function") if isinstance(tools[0], dict) else None
+    name = function.get("name", "tool") if isinstance(function, dict) else "tool"
+    calls = [
+        {
+            "id": f"call_{digest[:16]}_{n}",
+            "type": "function",
+            "function": {"name": name, "arguments": orjson.dumps({"round": done + 1, "call": n}).decode()},
+        }
+        for n in range(int(sim.get("tool_calls", 1)))
+    ]
+    choice = answer["choices"][0]
+    choice["message"] = {"role": "assistant", "content": None, "tool_calls": calls, "refusal": None}
+    choice["finish_reason"] = "tool_calls"
+
+
 def _steer(answer: dict[str, Any], sim: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     """Apply `x_sim`'s echo/usage/stop_reason to a successful answer."""
     if sim.get("echo"):
@@ -340,6 +373,7 @@ def build_app(options: SimulatorOptions) -> web.Application:
                 return reply(500, error(500, "Internal error (simulated)."))
             if kind == "chat":
                 answer = _chat(body, key, digest)
+                _tool_calls(answer, sim, body, digest)
             elif kind == "completions":
                 answer = _completion(body, key, digest)
             elif kind == "embeddings":
