@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from services.common.config import load_settings
-from services.ingest.tool_url_gate import ToolUrlGate
+from services.ingest.tool_url_gate import MAX_HOSTS, ToolUrlGate
 from services.ingest.validation import Accepted, RecordChecker, Rejected
 
 ENDPOINT = "/v1/chat/completions"
@@ -170,3 +170,15 @@ async def test_tool_allowed_networks_defaults_to_the_webhook_list_and_can_differ
 def test_a_bad_tool_allowed_networks_setting_is_refused_at_start() -> None:
     with pytest.raises(ValueError, match="tool_allowed_networks"):
         load_settings(environ={"BATCHGATE_TOOL_ALLOWED_NETWORKS": "not-a-network"})
+
+
+async def test_a_batch_names_at_most_a_hundred_tool_servers() -> None:
+    gate = ToolUrlGate(load_settings(environ={"BATCHGATE_TOOL_ALLOWED_NETWORKS": "127.0.0.0/8"}))
+    for n in range(MAX_HOSTS):
+        same_host = await gate.admit(checker().check(line({"url": f"http://127.0.0.1:{1000 + n}/a"})))
+        assert isinstance(same_host, Accepted)
+    assert isinstance(
+        await gate.admit(checker().check(line({"url": "http://127.0.0.1:1000/other"}))), Accepted
+    )
+    beyond = await gate.admit(checker().check(line({"url": "http://127.0.0.2:1000/"})))
+    assert isinstance(beyond, Rejected) and "at most 100 tool servers (host and port)" in beyond.message
