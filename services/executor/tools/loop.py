@@ -17,6 +17,7 @@ Idempotency-Key for the same round and call (`calls.idempotency_key`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -162,7 +163,9 @@ class ToolLoop:
             loop = _Run(item, turn, traced, stopped, config, session, self._not_started)
             return await loop.run(strip_tool_config(body), progress)
         finally:
-            await session.close()
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():  # a dropped record does not wait for it
+                await session.close()
 
 
 @dataclass
