@@ -7,41 +7,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
-from batchgate.simulator import SimulatorOptions, serve
 from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings, load_settings
 from services.executor.runner import Control, ItemRunner
-from tests.support import free_port
 from tests.tool_servers import tool_servers
 
 RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=2)
 TURN_USAGE = {"prompt_tokens": 10, "completion_tokens": 3}
 SECRET = "Bearer tool-secret-7f3a"
 _numbers = itertools.count()
-
-
-@pytest.fixture(scope="module")
-async def simulator() -> AsyncIterator[str]:
-    port = free_port()
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve("127.0.0.1", port, SimulatorOptions(latency_ms=0), stop))
-    async with httpx.AsyncClient() as client:
-        for _ in range(100):
-            try:
-                await client.get(f"http://127.0.0.1:{port}/healthz")
-                break
-            except httpx.HTTPError:
-                await asyncio.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    stop.set()
-    await task
 
 
 @pytest.fixture(scope="module")
