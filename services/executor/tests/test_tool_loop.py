@@ -288,3 +288,19 @@ async def test_mcp_is_error_goes_to_the_model_and_a_json_rpc_error_fails(
         exploded.error_message
         == "Tool round 1 failed: the MCP server answered JSON-RPC error -32000: the lookup backend is down."
     )
+
+
+async def test_the_loop_runs_on_an_anthropic_model_through_the_translation(
+    simulator: str, servers: dict[str, Any]
+) -> None:
+    claude = ProviderConfig(name="claude", kind="anthropic", base_url=f"{simulator}/v1", api_keys=("a",))
+    base = settings_for(simulator)
+    settings = dataclasses.replace(
+        base, providers=(claude,), models=(ModelConfig(name="gpt-4o-mini", provider="claude"),)
+    )
+    http = servers["http"]
+    outcome = await run(settings, leased("via claude", {"url": http.url}, rounds=0))
+    body = answer(outcome)  # the simulator's Messages API asks for a tool once per conversation
+    assert body["batchgate"] == {"tool_rounds": 1} and body["choices"][0]["finish_reason"] == "stop"
+    (post,) = for_record(http.requests(), "rec-via claude")
+    assert post.body["tool_calls"][0]["function"]["name"] == "lookup"
