@@ -56,7 +56,7 @@ def _sse_messages(raw: bytes) -> list[Any]:
     return messages
 
 
-def _response(answer: ToolAnswer, request_id: int) -> dict[str, Any]:
+def jsonrpc_response(answer: ToolAnswer, request_id: int) -> dict[str, Any]:
     """The JSON-RPC response to `request_id` in an answer; raises ToolFailure."""
     kind = answer.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "text/event-stream":
@@ -144,7 +144,7 @@ class McpTools:
             raise ToolFailure(f"the MCP server refused initialize with HTTP {answer.status}")
         if not answer.ok:
             raise ToolFailure(f"the MCP server answered initialize with HTTP {answer.status}")
-        result = _response(answer, request_id)["result"]
+        result = jsonrpc_response(answer, request_id)["result"]
         version = result.get("protocolVersion")
         if not isinstance(version, str) or version < OLDEST_VERSION:
             raise ToolFailure(
@@ -178,7 +178,7 @@ class McpTools:
             answer = await self._post(message, idempotency_key(self.item, round_number, [call.id]))
         if not answer.ok:
             raise ToolFailure(f"the MCP server answered tools/call {call.name!r} with HTTP {answer.status}")
-        return tool_content(_response(answer, request_id)["result"])
+        return tool_content(jsonrpc_response(answer, request_id)["result"])
 
     async def run_round(self, round_number: int, calls: list[ToolCall]) -> list[str]:
         if not self._ready:
