@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.common.webhook_urls import RefusedUrl, split_url
+from batchgate.services.common.webhook_urls import RefusedUrl, split_url
 
 EXTENSION_KEY = "batchgate"
 CONFIG_KEY = "tool_config"

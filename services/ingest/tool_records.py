@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.config import Settings
-from services.common.tool_config import (
+from batchgate.services.common.config import Settings
+from batchgate.services.common.tool_config import (
     InvalidToolConfig,
     parse_tool_config,
     raw_tool_config,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from services.common.config import Settings
-from services.common.webhook_urls import RefusedUrl, allowed_addresses, split_url
-from services.ingest.tool_records import TOOL_CONFIG_CODE
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.common.config import Settings
+from batchgate.services.common.webhook_urls import RefusedUrl, allowed_addresses, split_url
+from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 MAX_HOSTS = 100
 """Distinct tool servers (host and port) one batch may name: each is resolved at create."""

@@ -13,10 +13,11 @@ from typing import Any
 
 import orjson
 
-from services.common.config import ModelConfig, Settings
-from services.common.errors import clip
-from services.common.tool_config import InvalidToolConfig
-from services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_record
+from batchgate.services.common.catalogue import ModelConfig
+from batchgate.services.common.config import Settings
+from batchgate.services.common.errors import clip
+from batchgate.services.common.tool_config import InvalidToolConfig
+from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_record
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.

@@ -14,8 +14,10 @@ import orjson
 import pytest
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
-from services.common.config import ModelConfig, ProviderConfig, RetryPolicy, Settings, load_settings
-from services.executor.runner import Control, ItemRunner
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import load_settings
+from batchgate.services.executor.runner import Control, ItemRunner
 from tests.tool_servers import tool_servers
 
 RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=2)

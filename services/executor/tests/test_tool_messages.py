@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2
-from services.common.tool_config import strip_tool_config
-from services.executor.tools.calls import ToolFailure, idempotency_key, requested_calls
-from services.executor.tools.mcp_tools import jsonrpc_response, tool_content
-from services.executor.tools.transport import ToolAnswer
+from batchgate.services.common.tool_config import strip_tool_config
+from batchgate.services.executor.tools.calls import ToolFailure, idempotency_key, requested_calls
+from batchgate.services.executor.tools.mcp_tools import jsonrpc_response, tool_content
+from batchgate.services.executor.tools.transport import ToolAnswer
 
 
 def test_the_model_sees_no_tool_config_and_other_extension_keys_stay() -> None:

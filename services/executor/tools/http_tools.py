@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 
 from batchgate.internal.v1 import scheduler_pb2
-from services.common.tool_config import ToolConfig
-from services.executor.tools.calls import ToolCall, ToolFailure, idempotency_key
-from services.executor.tools.transport import ToolTransport
+from batchgate.services.common.tool_config import ToolConfig
+from batchgate.services.executor.tools.calls import ToolCall, ToolFailure, idempotency_key
+from batchgate.services.executor.tools.transport import ToolTransport
 
 
 def request_headers(config: ToolConfig, key: str | None) -> dict[str, str]:

@@ -21,28 +21,48 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
+from opentelemetry import trace
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from services.common.faults import crash_point
-from services.common.tool_config import (
+from batchgate.services.common.config import Settings
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.tool_config import (
     InvalidToolConfig,
     ToolConfig,
     parse_tool_config,
     raw_tool_config,
     strip_tool_config,
 )
-from services.executor.tools import tool_spans
-from services.executor.tools.calls import FAILURE_CODE, ToolCall, ToolFailure, ToolSession, requested_calls
-from services.executor.tools.http_tools import HttpTools
-from services.executor.tools.mcp_tools import McpTools
-from services.executor.tools.transport import ToolTransport
+from batchgate.services.executor.outcomes import NotStarted
+from batchgate.services.executor.tools import tool_spans
+from batchgate.services.executor.tools.calls import (
+    FAILURE_CODE,
+    ToolCall,
+    ToolFailure,
+    ToolSession,
+    requested_calls,
+)
+from batchgate.services.executor.tools.http_tools import HttpTools
+from batchgate.services.executor.tools.mcp_tools import McpTools
+from batchgate.services.executor.tools.transport import ToolTransport
 
 Turn = Callable[[scheduler_pb2.LeasedItem], Awaitable[recorder_pb2.Outcome]]
-"""Runs the item once with the body it carries (raises the runner's NotStarted when its batch
-stopped before the call)."""
+"""Runs the item once with the body it carries (raises NotStarted when its batch stopped before
+the call)."""
+
+
+class Stoppable(Protocol):
+    """What the loop reads of the runner's `Control`: whether the record's batch stopped."""
+
+    stop: asyncio.Event
+
+
+C = TypeVar("C", bound=Stoppable)
+RunnerTurn = Callable[[scheduler_pb2.LeasedItem, C, trace.Span | None], Awaitable[recorder_pb2.Outcome]]
+"""The runner's run of one model turn, under its control and in its span."""
 
 MARKER = b'"tool_config"'
 
@@ -131,13 +151,14 @@ def _replies(answer: dict[str, Any], calls: list[ToolCall], contents: list[str])
 
 
 class ToolLoop:
-    def __init__(
-        self, *, transport: ToolTransport, request_timeout_s: float, not_started: type[Exception]
-    ) -> None:
-        """`not_started` is what a turn raises when its batch stopped before its call."""
-        self._transport = transport
-        self._timeout_cap_ms = int(request_timeout_s * 1000)
-        self._not_started = not_started
+    """The executor's tool loops, over one tool transport (closed with the runner)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._transport = ToolTransport(settings)
+        self._timeout_cap_ms = int(settings.request_timeout_s * 1000)
+
+    async def close(self) -> None:
+        await self._transport.close()
 
     def _session(self, config: ToolConfig, item: scheduler_pb2.LeasedItem, traced: bool) -> ToolSession:
         if config.type == "mcp":
@@ -145,22 +166,30 @@ class ToolLoop:
         return HttpTools(self._transport, config, item, traced)
 
     async def run(
-        self, item: scheduler_pb2.LeasedItem, *, turn: Turn, traced: bool, stopped: Callable[[], bool]
-    ) -> recorder_pb2.Outcome | None:
-        """The record's outcome; None when its body carries no tool_config after all.
-        `stopped` says whether the record's batch stopped."""
+        self, item: scheduler_pb2.LeasedItem, run: RunnerTurn[C], control: C, span: trace.Span | None
+    ) -> recorder_pb2.Outcome:
+        """The record's outcome: its one `run` (the runner's), or when its body carries a
+        tool_config, its tool loop with a `run` per model turn. A stop of the record's batch
+        (`control.stop`) is heard between rounds."""
+
+        async def turn(one: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+            return await run(one, control, span)
+
+        if not names_tool_config(item.body):
+            return await turn(item)
         body = orjson.loads(item.body)
         named, raw = raw_tool_config(body) if isinstance(body, dict) else (False, None)
         if not named:
-            return None
+            return await turn(item)
         progress = _Progress(time.monotonic())
         try:
             config = parse_tool_config(raw, self._timeout_cap_ms)
         except InvalidToolConfig as exc:
             return _failed(item, progress, f"The tool_config cannot be used: {exc}")
+        traced = span is not None
         session = self._session(config, item, traced)
         try:
-            loop = _Run(item, turn, traced, stopped, config, session, self._not_started)
+            loop = _Run(item, turn, traced, control.stop.is_set, config, session)
             return await loop.run(strip_tool_config(body), progress)
         finally:
             task = asyncio.current_task()
@@ -178,7 +207,6 @@ class _Run:
     stopped: Callable[[], bool]
     config: ToolConfig
     session: ToolSession
-    not_started: type[Exception]
 
     async def run(self, request: dict[str, Any], progress: _Progress) -> recorder_pb2.Outcome:
         messages = list(request.get("messages") or [])
@@ -186,7 +214,7 @@ class _Run:
             with tool_spans.model_turn(self.traced, self.item, progress.rounds + 1):
                 try:
                     outcome = await self.turn(_with_body(self.item, {**request, "messages": messages}))
-                except self.not_started:
+                except NotStarted:
                     if progress.last is None:
                         raise
                     return _finished(progress, orjson.loads(progress.last.response_body))

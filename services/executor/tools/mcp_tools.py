@@ -29,11 +29,11 @@ from typing import Any
 import orjson
 
 from batchgate.internal.v1 import scheduler_pb2
-from services.common.tool_config import ToolConfig
-from services.executor.tools.calls import ToolCall, ToolFailure, idempotency_key
-from services.executor.tools.http_tools import request_headers
-from services.executor.tools.tool_spans import execute_tool
-from services.executor.tools.transport import ToolAnswer, ToolTransport
+from batchgate.services.common.tool_config import ToolConfig
+from batchgate.services.executor.tools.calls import ToolCall, ToolFailure, idempotency_key
+from batchgate.services.executor.tools.http_tools import request_headers
+from batchgate.services.executor.tools.tool_spans import execute_tool
+from batchgate.services.executor.tools.transport import ToolAnswer, ToolTransport
 
 PROTOCOL_VERSION = "2025-06-18"
 OLDEST_VERSION = "2025-03-26"

@@ -15,9 +15,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from batchgate.internal.v1 import scheduler_pb2
-from services.common import telemetry
-from services.common.tool_config import ToolConfig
-from services.executor.spans import safe_url
+from batchgate.services.common import telemetry
+from batchgate.services.common.tool_config import ToolConfig
+from batchgate.services.executor.spans import safe_url
 
 
 @contextlib.contextmanager

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from services.common.config import Settings
-from services.common.webhook_urls import GuardedResolver, RefusedUrl, address_allowed, split_url
-from services.executor import spans
-from services.executor.tools.calls import ToolFailure
+from batchgate.services.common.config import Settings
+from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, address_allowed, split_url
+from batchgate.services.executor import spans
+from batchgate.services.executor.tools.calls import ToolFailure
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 KEEPALIVE_S = 30.0

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from services.common.config import load_settings
-from services.ingest.tool_url_gate import MAX_HOSTS, ToolUrlGate
-from services.ingest.validation import Accepted, RecordChecker, Rejected
+from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.tool_url_gate import MAX_HOSTS, ToolUrlGate
+from batchgate.services.ingest.validation import Accepted, RecordChecker, Rejected
 
 ENDPOINT = "/v1/chat/completions"
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
