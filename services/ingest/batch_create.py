@@ -34,21 +34,21 @@ from batchgate.v1 import batches_pb2
 from services.common import batch_status, errors, telemetry
 from services.common import proto_values as pv
 from services.common.auth import Principal
-from services.common.config import SUPPORTED_ENDPOINTS, Settings
+from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
 from services.common.faults import crash_point
-from services.common.ids import batch_id as new_batch_id
 from services.common.ids import file_id as new_file_id
 from services.common.jsonl import dumps_line, one_line
 from services.common.storage import BlobWriter, read_lines, reclaim_owned
 from services.common.webhook_urls import check_webhook_url
+from services.ingest.batch_shape import BatchShape, openai_shape
 from services.ingest.budgets import check_budgets
 from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.lookup import visible_batch, visible_file
 from services.ingest.metrics import IngestMetrics
-from services.ingest.validation import Accepted, RecordChecker
+from services.ingest.validation import Accepted
 
 log = logging.getLogger(__name__)
 
@@ -222,17 +222,20 @@ class BatchCreator:
         spend: spend_pb2_grpc.SpendServiceStub,
         idempotency: IdempotencyKeys,
         metrics: IngestMetrics | None = None,
+        shape: BatchShape | None = None,
     ) -> None:
+        """`shape`: which API's batches this creator makes (OpenAI's by default)."""
         self._settings = settings
+        self._shape = shape or openai_shape(settings, inline_line)
         self._db = db
         self._spend = spend
         self._idempotency = idempotency
         self._metrics = metrics or IngestMetrics()
 
     def _check_request(self, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
-        if request.endpoint not in SUPPORTED_ENDPOINTS:
+        if request.endpoint not in self._shape.endpoints:
             raise errors.invalid(
-                f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(SUPPORTED_ENDPOINTS)}.",
+                f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(self._shape.endpoints)}.",
                 "invalid_endpoint",
                 "endpoint",
             )
@@ -302,7 +305,7 @@ class BatchCreator:
     async def _replay(self, project_id: str, batch: str) -> CreateResult:
         """The answer of the create that made `batch`, as the batch stands now."""
         async with self._db.read() as conn:
-            row = await visible_batch(conn, project_id, batch)
+            row = await visible_batch(conn, project_id, batch, message_batch=self._shape.message_batch)
             rejected = (
                 await conn.execute(
                     select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
@@ -339,9 +342,9 @@ class BatchCreator:
                     conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
                 )
                 self._check_source(source)
-                draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
+                draft = _Draft(caller, self._shape.new_id(), source.id, source.blob_id)
             else:
-                draft = _Draft(caller, new_batch_id(), new_file_id(), None)
+                draft = _Draft(caller, self._shape.new_id(), new_file_id(), None)
             await conn.execute(
                 insert(batches).values(
                     id=draft.batch,
@@ -427,11 +430,11 @@ class BatchCreator:
         """The inline requests as an input-file blob, stored but not yet published."""
         writer = BlobWriter(self._db, owner)
         for index, value in enumerate(requests):
-            await writer.write(inline_line(index, value, endpoint) + b"\n")
-            if writer.size > self._settings.max_inline_bytes:
+            await writer.write(self._shape.inline_line(index, value, endpoint) + b"\n")
+            if writer.size > self._shape.max_inline_bytes:
                 raise errors.ApiError(
                     413,
-                    f"Inline requests exceed {self._settings.max_inline_bytes} bytes, the limit per "
+                    f"Inline requests exceed {self._shape.max_inline_bytes} bytes, the limit per "
                     "request; upload them as a file instead.",
                     "input_too_large",
                     "requests",
@@ -443,7 +446,7 @@ class BatchCreator:
         self, batch: str, endpoint: str, blob: str, rejections: _Rejections, param: str
     ) -> _Checked:
         """Stream the input once: check each record, insert its item, collect rejections."""
-        checker = RecordChecker(self._settings, endpoint)
+        checker = self._shape.checker(endpoint)
         writer = ItemWriter(self._db)
         operation = telemetry.gen_ai_operation(endpoint)
         index = 0
@@ -452,10 +455,9 @@ class BatchCreator:
             async for line_number, raw in _numbered(read_lines(self._db, blob)):
                 if not raw or raw.isspace():
                     continue
-                if index >= self._settings.max_batch_records:
+                if index >= self._shape.max_records:
                     raise errors.invalid(
-                        f"The input has more than {self._settings.max_batch_records} records, "
-                        f"the limit per batch.",
+                        f"The input has more than {self._shape.max_records} records, the limit per batch.",
                         "input_too_large",
                         param,
                     )

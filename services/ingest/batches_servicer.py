@@ -12,6 +12,7 @@ from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
+from services.common.api_shapes import MESSAGES_ENDPOINT
 from services.common.auth import principal
 from services.common.batch_status import ALLOWED_FROM
 from services.common.config import Settings
@@ -83,7 +84,11 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     ) -> batches_pb2.ListBatchesResponse:
         limit = paging.page_limit(request, default=20, maximum=100)
         project = principal().project_id
-        query = select(batches).where(batches.c.project_id == project, batches.c.status != "validating")
+        query = select(batches).where(
+            batches.c.project_id == project,
+            batches.c.status != "validating",
+            batches.c.endpoint != MESSAGES_ENDPOINT,  # Message Batches list through their own API
+        )
         for condition in self._list_filters(request):
             query = query.where(condition)
         async with self._db.read() as conn:

@@ -13,6 +13,7 @@ from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common import errors, paging
+from services.common.api_shapes import MESSAGES_ENDPOINT
 from services.common.db import Database
 from services.common.db.dialect import lock_rows
 from services.common.db.schema import batches, files
@@ -42,14 +43,21 @@ async def visible_file(
     return row
 
 
-async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
-    """The caller's batch `ident`, or 404 (unknown, another project's, or still being created)."""
+async def visible_batch(
+    conn: AsyncConnection, project_id: str, ident: str, *, message_batch: bool = False
+) -> Row[Any]:
+    """The caller's batch `ident`, or 404 (unknown, another project's, still being created, or
+    made through the other API: an OpenAI batch when `message_batch`, else a Message Batch)."""
     if not plausible_id(ident):
         raise errors.not_found("batch", ident[:80], "batch_id")
+    endpoint = batches.c.endpoint
     row = (
         await conn.execute(
             select(batches).where(
-                batches.c.id == ident, batches.c.project_id == project_id, batches.c.status != "validating"
+                batches.c.id == ident,
+                batches.c.project_id == project_id,
+                batches.c.status != "validating",
+                endpoint == MESSAGES_ENDPOINT if message_batch else endpoint != MESSAGES_ENDPOINT,
             )
         )
     ).first()

@@ -10,6 +10,8 @@ from batchgate.v1 import (
     batches_pb2_grpc,
     files_pb2,
     files_pb2_grpc,
+    message_batches_pb2,
+    message_batches_pb2_grpc,
     models_pb2,
     models_pb2_grpc,
 )
@@ -22,6 +24,8 @@ from services.ingest.batch_create import BatchCreator
 from services.ingest.batches_servicer import BatchesServicer
 from services.ingest.files_servicer import FilesServicer
 from services.ingest.idempotency import IdempotencyKeys
+from services.ingest.message_batches_servicer import MessageBatchesServicer
+from services.ingest.message_requests import message_batch_shape
 from services.ingest.metrics import IngestMetrics
 from services.ingest.models_servicer import ModelsServicer
 from services.ingest.sweeps import run_sweeps
@@ -40,16 +44,29 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         IngestMetrics(telemetry.meter("ingest")),
     )
 
+    message_creator = BatchCreator(
+        settings,
+        db,
+        spend_pb2_grpc.SpendServiceStub(results_channel),
+        idempotency,
+        IngestMetrics(telemetry.meter("ingest")),
+        message_batch_shape(settings),
+    )
+
     def register(server: grpc.aio.Server) -> list[str]:
         files_pb2_grpc.add_FilesServiceServicer_to_server(FilesServicer(settings, db), server)
         batches_pb2_grpc.add_BatchServiceServicer_to_server(
             BatchesServicer(settings, db, scheduler, creator), server
         )
         models_pb2_grpc.add_ModelsServiceServicer_to_server(ModelsServicer(settings), server)
+        message_batches_pb2_grpc.add_MessageBatchServiceServicer_to_server(
+            MessageBatchesServicer(settings, db, scheduler, message_creator), server
+        )
         return [
             files_pb2.DESCRIPTOR.services_by_name["FilesService"].full_name,
             batches_pb2.DESCRIPTOR.services_by_name["BatchService"].full_name,
             models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name,
+            message_batches_pb2.DESCRIPTOR.services_by_name["MessageBatchService"].full_name,
             *reflection.register(server),
         ]
 
