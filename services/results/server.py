@@ -5,12 +5,13 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
-from batchgate.v1 import results_pb2, results_pb2_grpc
+from batchgate.v1 import message_batches_pb2, message_batches_pb2_grpc, results_pb2, results_pb2_grpc
 from services.common import telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.grpc_server import ServiceHost
 from services.results.finalize import Finalizer
+from services.results.message_batch_results import MessageBatchResultsServicer
 from services.results.metrics import ResultsMetrics
 from services.results.recorder import Recorder
 from services.results.servicer import RecorderServicer, ResultsServicer
@@ -29,9 +30,13 @@ def build(settings: Settings, db: Database) -> ServiceHost:
             RecorderServicer(Recorder(settings, db, metrics), finalizer), server
         )
         results_pb2_grpc.add_ResultsServiceServicer_to_server(ResultsServicer(db), server)
+        message_batches_pb2_grpc.add_MessageBatchResultsServiceServicer_to_server(
+            MessageBatchResultsServicer(db), server
+        )
         return [
             recorder_pb2.DESCRIPTOR.services_by_name["RecorderService"].full_name,
             results_pb2.DESCRIPTOR.services_by_name["ResultsService"].full_name,
+            message_batches_pb2.DESCRIPTOR.services_by_name["MessageBatchResultsService"].full_name,
             register_spend_service(server, db),
         ]
 

@@ -16,6 +16,7 @@ from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.v1 import results_pb2, results_pb2_grpc
 from services.common import batch_status, errors, paging
 from services.common import proto_values as pv
+from services.common.api_shapes import MESSAGES_ENDPOINT
 from services.common.auth import principal
 from services.common.db import Database
 from services.common.db.schema import batches
@@ -71,20 +72,20 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
         return recorder_pb2.FinalizeBatchResponse(status=status or "")
 
 
-async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
-    """The caller's batch (id, status), or 404 (unknown or another project's)."""
+async def visible_batch(db: Database, batch_id: str, *, openai_only: bool = False) -> Row[Any]:
+    """The caller's batch (id, status), or 404 (unknown or another project's; with
+    `openai_only`, also a Message Batch, whose results have their own route)."""
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")
+    query = select(batches.c.id, batches.c.status).where(
+        batches.c.id == batch_id,
+        batches.c.project_id == principal().project_id,
+        batches.c.status != "validating",
+    )
+    if openai_only:
+        query = query.where(batches.c.endpoint != MESSAGES_ENDPOINT)
     async with db.read() as conn:
-        row = (
-            await conn.execute(
-                select(batches.c.id, batches.c.status).where(
-                    batches.c.id == batch_id,
-                    batches.c.project_id == principal().project_id,
-                    batches.c.status != "validating",
-                )
-            )
-        ).first()
+        row = (await conn.execute(query)).first()
     if row is None:
         raise errors.not_found("batch", batch_id, "batch_id")
     return row
@@ -99,7 +100,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     ) -> AsyncIterator[httpbody_pb2.HttpBody]:
         if request.state not in STATE_FILTERS:
             raise errors.invalid("'state' must be 'succeeded' or 'failed'.", "invalid_state", "state")
-        row = await visible_batch(self._db, request.batch_id)
+        row = await visible_batch(self._db, request.batch_id, openai_only=True)
         if row.status not in batch_status.TERMINAL and not request.partial:
             raise errors.conflict(
                 f"Batch '{row.id}' is {row.status}; pass partial=true for the results so far.",
