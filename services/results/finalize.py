@@ -34,6 +34,7 @@ from sqlalchemy import Row, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from services.common import batch_status, telemetry
+from services.common.api_shapes import is_message_batch
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.schema import batches, files, items
@@ -58,6 +59,8 @@ class _Claimed:
     created_at: float
     traceparent: str | None
     """The create call's trace (the finalize span joins it)."""
+    message_batch: bool = False
+    """A Message Batch: its results stream from the items, so no output and error files."""
 
 
 async def item_pages(
@@ -124,12 +127,13 @@ class Finalizer:
                         batches.c.finalize_lease_until,
                         batches.c.created_at,
                         batches.c.traceparent,
+                        batches.c.endpoint,
                     ).where(batches.c.id == batch_id)
                 )
             ).first()
             if row is None:
                 return None
-            claimed = _Claimed(row.created_at, row.traceparent)
+            claimed = _Claimed(row.created_at, row.traceparent, is_message_batch(row.endpoint))
             if row.status in ("in_progress", "cancelling"):
                 if row.completed_count + row.failed_count < row.total:
                     return None
@@ -199,6 +203,20 @@ class Finalizer:
                 await asyncio.sleep(WRITE_RETRY_S * attempt)
                 attempt += 1
 
+    async def _render(
+        self, batch_id: str, output: BlobWriter, errors_out: BlobWriter, counts: dict[str, int]
+    ) -> None:
+        """Every item's line into the output or the error file, counted in `counts`."""
+        renderer = LineRenderer(batch_id)
+        async for page in item_pages(self._db, batch_id):
+            good, bad = renderer.split(page)
+            if good:
+                await output.write(b"".join(good))
+            if bad:
+                await errors_out.write(b"".join(bad))
+            counts["output"] += len(good)
+            counts["error"] += len(bad)
+
     async def _write(self, batch_id: str, claimed: _Claimed) -> str:
         started = time.monotonic()
         started_ns = time.time_ns()
@@ -206,17 +224,10 @@ class Finalizer:
         await reclaim_owned(self._db, owner)  # what a crashed finalize of this batch left
         output = BlobWriter(self._db, owner)
         errors_out = BlobWriter(self._db, owner)
-        renderer = LineRenderer(batch_id)
         counts = {"output": 0, "error": 0}
         try:
-            async for page in item_pages(self._db, batch_id):
-                good, bad = renderer.split(page)
-                if good:
-                    await output.write(b"".join(good))
-                if bad:
-                    await errors_out.write(b"".join(bad))
-                counts["output"] += len(good)
-                counts["error"] += len(bad)
+            if not claimed.message_batch:
+                await self._render(batch_id, output, errors_out, counts)
             crash_point("results.finalize.before_publish")
             status, event = await self._publish(batch_id, output, errors_out, counts)
         except BaseException:
