@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 import grpc
 import orjson
 from sqlalchemy import ColumnElement, select, update
 
-from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
@@ -19,12 +17,11 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import json_object_has
 from services.common.db.schema import batches
+from services.ingest import scheduler_calls
 from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
 from services.ingest.views import batch_message
-
-log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 LISTED_STATUSES = tuple(ALLOWED_FROM)  # a batch is listed once it left `validating`
@@ -54,18 +51,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
-        try:
-            await self._scheduler.SubmitBatch(
-                scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
-            )
-        except grpc.aio.AioRpcError as exc:
-            # The batch is stored: answering an error now would make the SDK retry and create a
-            # second one. The scheduler's poll finds the batch without the wake-up.
-            log.warning(
-                "SubmitBatch(%s) failed: %s; the scheduler will pick it up by polling",
-                result.batch.id,
-                exc.code(),
-            )
+        await scheduler_calls.submit(self._scheduler, result.batch.id)
         return self._answer(result)
 
     def _answer(self, result: CreateResult) -> batches_pb2.Batch:
@@ -136,14 +122,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             found = await visible_batch(conn, project, request.batch_id)
         row = found
         if found.status == "in_progress":
-            try:
-                await self._scheduler.CancelBatch(
-                    scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
-                )
-            except grpc.aio.AioRpcError as exc:  # cancelling twice is harmless: a retry is safe
-                raise errors.ApiError(
-                    503, "The scheduler could not be reached; retry the cancel.", "scheduler_unavailable"
-                ) from exc
+            await scheduler_calls.cancel(self._scheduler, found.id)
             async with self._db.read() as conn:
                 row = await visible_batch(conn, project, request.batch_id)
         being_cancelled = row.status in ("cancelling", "cancelled") or row.end_status == "cancelled"

@@ -8,13 +8,12 @@ Errors raised here reach clients in Anthropic's envelope (`services.common.anthr
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import grpc
 from sqlalchemy import Row
 
-from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.v1 import batches_pb2, message_batches_pb2, message_batches_pb2_grpc
 from services.common import errors, paging, rest_input
 from services.common import proto_values as pv
@@ -24,12 +23,11 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db import message_batches as store
 from services.common.translate.message_batches import BatchRefused, requests_of
+from services.ingest import scheduler_calls
 from services.ingest.batch_create import BatchCreator
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.message_batch_views import message_batch, origin
 from services.ingest.message_requests import batch_limits
-
-log = logging.getLogger(__name__)
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 20
@@ -96,12 +94,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         key = key_from_metadata(context.invocation_metadata() or ())
         result = await self._creator.create(principal(), create, inline, key)
         if not result.replayed:
-            try:
-                await self._scheduler.SubmitBatch(
-                    scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
-                )
-            except grpc.aio.AioRpcError as exc:  # stored: the scheduler's poll finds it
-                log.warning("SubmitBatch(%s) failed: %s", result.batch.id, exc.code())
+            await scheduler_calls.submit(self._scheduler, result.batch.id)
         return await self._answer(result.batch, context)
 
     async def GetMessageBatch(
@@ -143,14 +136,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         request, _ = rest_input.decode_body(request)
         row = await self._find(request.message_batch_id)
         if row.status == IN_PROGRESS:
-            try:
-                await self._scheduler.CancelBatch(
-                    scheduler_pb2.CancelBatchRequest(batch_id=row.id), timeout=10
-                )
-            except grpc.aio.AioRpcError as exc:
-                raise errors.ApiError(
-                    503, "The scheduler could not be reached; retry the cancel.", "scheduler_unavailable"
-                ) from exc
+            await scheduler_calls.cancel(self._scheduler, row.id)
             row = await self._find(request.message_batch_id)
         return await self._answer(row, context)
 
