@@ -7,15 +7,20 @@ may use both.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any
 
 import anthropic
+import grpc
 import httpx
 import pytest
 
-from tests.support import RunningStack
+from batchgate.v1 import message_batches_pb2 as mb
+from batchgate.v1 import message_batches_pb2_grpc
+from services.common import proto_values as pv
+from tests.support import RunningStack, add_project, read_jsonl
 
 NATIVE = "claude-haiku-4-5"
 TRANSLATED = "gpt-4o-mini"
@@ -237,6 +242,13 @@ def test_every_error_is_in_anthropics_envelope(shared_stack: RunningStack) -> No
     assert none_valid.status_code == 400 and _error_type(none_valid) == "invalid_request_error"
     assert none_valid.json()["error"]["rejected_records"][0]["code"] == "invalid_custom_id"
 
+    add_project(shared_stack, "message-batches-broke", budget_usd=0.0)
+    with pytest.raises(anthropic.APIStatusError) as broke:
+        sdk(shared_stack, "message-batches-broke").messages.batches.create(
+            requests=[{"custom_id": "b", "params": params(NATIVE, "no budget")}]
+        )
+    assert broke.value.status_code == 402 and broke.value.body["error"]["type"] == "billing_error"
+
     running = client.messages.batches.create(
         requests=[{"custom_id": "r", "params": params(NATIVE, "conflict", x_sim={"delay_ms": 2000})}]
     )
@@ -254,3 +266,39 @@ def test_every_error_is_in_anthropics_envelope(shared_stack: RunningStack) -> No
         and "error" in openai_route.json()
         and "type" not in openai_route.json()
     )
+
+
+def test_the_native_grpc_methods_through_envoy(shared_stack: RunningStack) -> None:
+    metadata = (("x-api-key", shared_stack.key),)
+    request = {"custom_id": "g1", "params": params(TRANSLATED, "over gRPC")}
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        batches = message_batches_pb2_grpc.MessageBatchServiceStub(channel)
+        results = message_batches_pb2_grpc.MessageBatchResultsServiceStub(channel)
+        create = mb.CreateMessageBatchRequest(requests=[pv.from_python(request)])
+        batch = batches.CreateMessageBatch(create, metadata=metadata, timeout=30)
+        assert batch.id.startswith("msgbatch_") and batch.request_counts.processing == 1
+        deadline = time.monotonic() + TERMINAL_WAIT_S
+        while batch.processing_status != "ended":
+            assert time.monotonic() < deadline, batch
+            time.sleep(0.1)
+            get = mb.GetMessageBatchRequest(message_batch_id=batch.id)
+            batch = batches.GetMessageBatch(get, metadata=metadata, timeout=10)
+        assert batch.results_url.string_value.endswith(f"/v1/messages/batches/{batch.id}/results")
+        page = batches.ListMessageBatches(
+            mb.ListMessageBatchesRequest(limit=1), metadata=metadata, timeout=10
+        )
+        assert [b.id for b in page.data] == [batch.id] and page.last_id.string_value == batch.id
+        ask = mb.GetMessageBatchResultsRequest(message_batch_id=batch.id)
+        data = b"".join(
+            part.data for part in results.GetMessageBatchResults(ask, metadata=metadata, timeout=30)
+        )
+        assert [line["result"]["type"] for line in read_jsonl(data)] == ["succeeded"]
+        delete = mb.DeleteMessageBatchRequest(message_batch_id=batch.id)
+        assert (
+            batches.DeleteMessageBatch(delete, metadata=metadata, timeout=10).type == "message_batch_deleted"
+        )
+        with pytest.raises(grpc.RpcError) as gone:
+            batches.GetMessageBatch(mb.GetMessageBatchRequest(message_batch_id=batch.id), metadata=metadata)
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    trailers = dict(gone.value.trailing_metadata())
+    assert json.loads(trailers["x-oai-error"])["error"]["type"] == "not_found_error"
