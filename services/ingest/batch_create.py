@@ -239,9 +239,9 @@ class BatchCreator:
                 "invalid_endpoint",
                 "endpoint",
             )
-        if request.completion_window not in self._settings.completion_window_list:
+        if request.completion_window not in self._shape.windows:
             raise errors.invalid(
-                f"'completion_window' must be one of {list(self._settings.completion_window_list)}.",
+                f"'completion_window' must be one of {list(self._shape.windows)}.",
                 "invalid_completion_window",
                 "completion_window",
             )

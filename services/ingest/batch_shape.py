@@ -34,6 +34,8 @@ class BatchShape:
     """A fresh checker for a batch to this endpoint."""
     inline_line: Callable[[int, Any, str], bytes]
     """Inline request number `index` as the stored input line (without its newline)."""
+    windows: tuple[str, ...]
+    """The completion windows a batch may ask for."""
     max_records: int
     max_inline_bytes: int
     message_batch: bool = False
@@ -46,6 +48,7 @@ def openai_shape(settings: Settings, inline_line: Callable[[int, Any, str], byte
         new_id=batch_id,
         checker=lambda endpoint: RecordChecker(settings, endpoint),
         inline_line=inline_line,
+        windows=tuple(settings.completion_window_list),
         max_records=settings.max_batch_records,
         max_inline_bytes=settings.max_inline_bytes,
     )

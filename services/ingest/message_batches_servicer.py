@@ -31,7 +31,6 @@ from services.ingest.message_requests import batch_limits
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 20
-COMPLETION_WINDOW = "24h"  # Anthropic's: a Message Batch expires 24 hours after its creation
 IN_PROGRESS = "in_progress"
 
 
@@ -89,7 +88,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
     ) -> message_batches_pb2.MessageBatch:
         inline = self._requests(request)
         create = batches_pb2.CreateBatchRequest(
-            endpoint=MESSAGES_ENDPOINT, completion_window=COMPLETION_WINDOW
+            endpoint=MESSAGES_ENDPOINT, completion_window=self._settings.message_batch_window
         )
         key = key_from_metadata(context.invocation_metadata() or ())
         result = await self._creator.create(principal(), create, inline, key)

@@ -93,6 +93,7 @@ def message_batch_shape(settings: Settings) -> BatchShape:
         new_id=message_batch_id,
         checker=lambda endpoint: MessageRequestChecker(settings),
         inline_line=_stored_line,
+        windows=(settings.message_batch_window,),
         max_records=settings.message_batch_max_requests,
         max_inline_bytes=settings.message_batch_max_bytes,
         message_batch=True,
