@@ -302,3 +302,25 @@ def test_the_native_grpc_methods_through_envoy(shared_stack: RunningStack) -> No
     assert gone.value.code() == grpc.StatusCode.NOT_FOUND
     trailers = dict(gone.value.trailing_metadata())
     assert json.loads(trailers["x-oai-error"])["error"]["type"] == "not_found_error"
+
+
+def test_another_projects_message_batch_is_not_found_by_any_route(shared_stack: RunningStack) -> None:
+    owner = sdk(shared_stack)
+    batch = owner.messages.batches.create(requests=[{"custom_id": "o", "params": params(TRANSLATED, "mine")}])
+    wait_ended(owner, batch.id)
+    stranger = sdk(shared_stack, "other")
+    for call in (
+        stranger.messages.batches.retrieve,
+        stranger.messages.batches.cancel,
+        stranger.messages.batches.delete,
+        stranger.messages.batches.results,  # reads the batch first: 404 there
+    ):
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            call(batch.id)
+        assert caught.value.body["error"]["type"] == "not_found_error"
+    stolen = httpx.get(
+        f"{shared_stack.base_url}/messages/batches/{batch.id}/results",
+        headers={"x-api-key": shared_stack.keys["other"]},
+    )
+    assert stolen.status_code == 404 and _error_type(stolen) == "not_found_error"
+    assert owner.messages.batches.retrieve(batch.id).processing_status == "ended"
