@@ -1,8 +1,9 @@
 """MessageBatchService: Anthropic's Message Batches API over batchgate's batches.
 
 A create goes through the same pipeline as `POST /v1/batches` (`BatchCreator` with the
-Message Batch shape, `message_requests`), so priorities, budgets, Idempotency-Key, per-request
-rejections and crash safety are the same; cancel goes to the scheduler as for any batch.
+Message Batch shape, `message_requests`), so budgets, Idempotency-Key, per-request rejections
+and crash safety are the same; the batch runs at standard priority (Anthropic's API has no
+priority) and cancel goes to the scheduler as for any batch.
 Errors raised here reach clients in Anthropic's envelope (`services.common.anthropic_errors`).
 """
 
