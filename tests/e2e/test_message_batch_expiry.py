@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_message_batches import NATIVE, TERMINAL_WAIT_S, params, sdk
+from tests.message_batch_support import NATIVE, TERMINAL_WAIT_S, params, sdk
 from tests.support import RunningStack, free_port, fresh_database, running_stack
 
 WINDOW_S = 3

@@ -20,31 +20,8 @@ import pytest
 from batchgate.v1 import message_batches_pb2 as mb
 from batchgate.v1 import message_batches_pb2_grpc
 from services.common import proto_values as pv
+from tests.message_batch_support import NATIVE, TERMINAL_WAIT_S, TRANSLATED, params, sdk, wait_ended
 from tests.support import RunningStack, add_project, read_jsonl
-
-NATIVE = "claude-haiku-4-5"
-TRANSLATED = "gpt-4o-mini"
-TERMINAL_WAIT_S = 120.0
-
-
-def sdk(stack: RunningStack, project: str = "default", **kwargs: Any) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url=stack.base_url.removesuffix("/v1"), api_key=stack.keys[project], max_retries=0, **kwargs
-    )
-
-
-def params(model: str, text: str, **extra: Any) -> dict[str, Any]:
-    return {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": text}], **extra}
-
-
-def wait_ended(client: anthropic.Anthropic, batch_id: str) -> Any:
-    deadline = time.monotonic() + TERMINAL_WAIT_S
-    while True:
-        batch = client.messages.batches.retrieve(batch_id)
-        if batch.processing_status == "ended":
-            return batch
-        assert time.monotonic() < deadline, batch
-        time.sleep(0.1)
 
 
 def counts_of(batch: Any) -> dict[str, int]:
@@ -58,7 +35,7 @@ def test_a_batch_runs_natively_and_translated_and_its_results_parse(shared_stack
         {"custom_id": "translated-1", "params": params(TRANSLATED, "translated one", stop_sequences=["END"])},
         {"custom_id": "translated-2", "params": params(TRANSLATED, "translated two", temperature=0.2)},
         # holds the batch in progress long enough to be read while it runs
-        {"custom_id": "slow", "params": params(NATIVE, "slow one", x_sim={"delay_ms": 1500})},
+        {"custom_id": "slow", "params": params(NATIVE, "slow one", x_sim={"delay_ms": 5000})},
         {
             "custom_id": "upstream-400",
             "params": params(NATIVE, "bad one", x_sim={"status": 400, "times": 99}),
@@ -250,7 +227,7 @@ def test_every_error_is_in_anthropics_envelope(shared_stack: RunningStack) -> No
     assert broke.value.status_code == 402 and broke.value.body["error"]["type"] == "billing_error"
 
     running = client.messages.batches.create(
-        requests=[{"custom_id": "r", "params": params(NATIVE, "conflict", x_sim={"delay_ms": 2000})}]
+        requests=[{"custom_id": "r", "params": params(NATIVE, "conflict", x_sim={"delay_ms": 5000})}]
     )
     early = _raw(shared_stack, "GET", f"/messages/batches/{running.id}/results")
     assert early.status_code == 409 and _error_type(early) == "conflict_error"
