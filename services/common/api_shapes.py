@@ -9,6 +9,8 @@ API that created it (`/v1/messages/batches`), never through `/v1/batches`, and v
 
 from __future__ import annotations
 
+import orjson
+
 MESSAGES_ENDPOINT = "/v1/messages"
 """The `endpoint` of a Message Batch (never one of the OpenAI batch endpoints)."""
 MESSAGE_BATCH_ID_PREFIX = "msgbatch_"
@@ -19,3 +21,15 @@ CHAT_ENDPOINT = "/v1/chat/completions"
 def is_message_batch(endpoint: str) -> bool:
     """Whether a batch with this `endpoint` belongs to the Message Batches API."""
     return endpoint == MESSAGES_ENDPOINT
+
+
+def requested_model(endpoint: str, body: bytes, batch_model: str) -> str:
+    """The model an item asks for. Every record of an OpenAI batch names the same model (the
+    batch's); a Message Batch may mix models, so its item's own `params.model` counts."""
+    if not is_message_batch(endpoint):
+        return batch_model
+    try:
+        model = orjson.loads(body).get("model")
+    except (orjson.JSONDecodeError, AttributeError):
+        return batch_model
+    return model if isinstance(model, str) and model else batch_model

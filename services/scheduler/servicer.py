@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
 from services.common import batch_status, errors, telemetry
+from services.common.api_shapes import requested_model
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import notify
@@ -42,7 +43,7 @@ def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedI
         ref=items_pb2.ItemRef(batch_id=lease.batch_id, index=lease.index, attempt=lease.attempt),
         custom_id=lease.custom_id,
         endpoint=lease.endpoint,
-        model=lease.model,
+        model=requested_model(lease.endpoint, lease.body, lease.model),
         body=lease.body,
         traceparent=traceparent or "",
         project_id=lease.project_id,

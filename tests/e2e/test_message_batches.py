@@ -68,6 +68,7 @@ def test_a_batch_runs_natively_and_translated_and_its_results_parse(shared_stack
     assert native.message.usage.input_tokens > 0
     translated = results["translated-1"]
     assert translated.type == "succeeded" and translated.message.role == "assistant"
+    assert translated.message.model == TRANSLATED  # each request runs on its own model's upstream
     assert "translated one" in translated.message.content[0].text
     assert translated.message.stop_reason in ("end_turn", "max_tokens", "stop_sequence")
     upstream = results["upstream-400"]
