@@ -282,7 +282,7 @@ def test_the_native_grpc_methods_through_envoy(shared_stack: RunningStack) -> No
     assert json.loads(trailers["x-oai-error"])["error"]["type"] == "not_found_error"
 
 
-def test_another_projects_message_batch_is_not_found_by_any_route(shared_stack: RunningStack) -> None:
+def test_a_message_batch_is_found_only_by_its_project_through_its_own_api(shared_stack: RunningStack) -> None:
     owner = sdk(shared_stack)
     batch = owner.messages.batches.create(requests=[{"custom_id": "o", "params": params(TRANSLATED, "mine")}])
     wait_ended(owner, batch.id)
@@ -302,3 +302,10 @@ def test_another_projects_message_batch_is_not_found_by_any_route(shared_stack: 
     )
     assert stolen.status_code == 404 and _error_type(stolen) == "not_found_error"
     assert owner.messages.batches.retrieve(batch.id).processing_status == "ended"
+    bearer = {"authorization": f"Bearer {shared_stack.key}"}
+    listed = httpx.get(f"{shared_stack.base_url}/batches?limit=100", headers=bearer, timeout=10).json()
+    assert not [b["id"] for b in listed["data"] if b["id"].startswith("msgbatch_")]
+    openai_results = httpx.get(
+        f"{shared_stack.base_url}/batches/{batch.id}/results", headers=bearer, timeout=10
+    )
+    assert openai_results.status_code == 404 and "error" in openai_results.json()
