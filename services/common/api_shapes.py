@@ -9,7 +9,12 @@ API that created it (`/v1/messages/batches`), never through `/v1/batches`, and v
 
 from __future__ import annotations
 
+from typing import cast
+
 import orjson
+
+from services.common.config import ProviderConfig
+from services.common.translate.anthropic_to_chat import ChatTarget, MaxTokensField
 
 MESSAGES_ENDPOINT = "/v1/messages"
 """The `endpoint` of a Message Batch (never one of the OpenAI batch endpoints)."""
@@ -33,3 +38,12 @@ def requested_model(endpoint: str, body: bytes, batch_model: str) -> str:
     except (orjson.JSONDecodeError, AttributeError):
         return batch_model
     return model if isinstance(model, str) and model else batch_model
+
+
+def chat_target(provider: ProviderConfig) -> ChatTarget:
+    """What an OpenAI-compatible provider takes beyond OpenAI's parameters, for translated
+    Message Batch requests (checked at create, sent by the executor)."""
+    return ChatTarget(
+        max_tokens_field=cast(MaxTokensField, provider.max_tokens_field),
+        vllm_extensions=provider.vllm_extensions,
+    )

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from services.common.api_shapes import MESSAGES_ENDPOINT
+from services.common.api_shapes import MESSAGES_ENDPOINT, chat_target
 from services.common.config import ProviderConfig
 from services.common.errors import ApiError
 from services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
@@ -114,7 +114,7 @@ class OpenAICompatible:
     def __init__(self, provider: ProviderConfig) -> None:
         self.provider = provider
         self._base = provider.base_url.rstrip("/")
-        self.chat_target = ChatTarget()
+        self.chat_target = chat_target(provider)
         """What the server takes beyond OpenAI's parameters, for translated Message Batch items."""
 
     def build(self, endpoint: str, body: bytes, upstream_model: str, requested_model: str) -> UpstreamRequest:

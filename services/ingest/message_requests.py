@@ -15,11 +15,10 @@ from typing import Any
 
 import orjson
 
-from services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT
+from services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT, chat_target
 from services.common.config import Settings
 from services.common.ids import message_batch_id
 from services.common.jsonl import one_line
-from services.common.translate.anthropic_to_chat import ChatTarget
 from services.common.translate.message_batches import (
     BatchLimits,
     ModelRoute,
@@ -50,10 +49,10 @@ def model_router(settings: Settings) -> Router:
         if model is None or CHAT_ENDPOINT not in model.served_endpoints:
             return None
         chain = [model, *(m for m in map(settings.model, model.fallbacks) if m is not None)]
-        kinds = [p.kind for p in map(settings.provider, (m.provider for m in chain)) if p is not None]
+        providers = [p for p in map(settings.provider, (m.provider for m in chain)) if p is not None]
         return ModelRoute(
-            anthropic=ANTHROPIC_KIND in kinds,
-            chat_targets=tuple(ChatTarget() for kind in kinds if kind != ANTHROPIC_KIND),
+            anthropic=any(p.kind == ANTHROPIC_KIND for p in providers),
+            chat_targets=tuple(chat_target(p) for p in providers if p.kind != ANTHROPIC_KIND),
         )
 
     return route

@@ -72,11 +72,14 @@ TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChatTarget:
     """What the OpenAI-compatible upstream takes beyond OpenAI's own parameters."""
 
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    max_tokens_field: MaxTokensField = "max_tokens"
     """Where the output limit goes: `max_tokens` (vLLM, Ollama, llama.cpp, older OpenAI
     models) or `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`)."""
     vllm_extensions: bool = False

@@ -133,3 +133,17 @@ def test_a_translation_refusal_is_unsupported_naming_the_parameter() -> None:
 def test_a_messages_usage_counts_cache_reads_and_writes_in_the_prompt() -> None:
     usage = usage_of(MESSAGE)
     assert (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens) == (33, 7, 20)
+
+
+def test_a_providers_chat_target_shapes_the_translated_request() -> None:
+    provider = ProviderConfig(
+        name="v", base_url="http://vllm.test/v1", max_tokens_field="max_completion_tokens"
+    )
+    reasoning = OpenAICompatible(provider)
+    sent = _sent(reasoning.build(MESSAGES_ENDPOINT, orjson.dumps(PARAMS), "o3", "o3"))
+    assert sent["max_completion_tokens"] == 64 and "max_tokens" not in sent
+    vllm = OpenAICompatible(ProviderConfig(name="v", base_url="http://vllm.test/v1", vllm_extensions=True))
+    assert _sent(vllm.build(MESSAGES_ENDPOINT, orjson.dumps({**PARAMS, "top_k": 5}), "m", "m"))["top_k"] == 5
+    with pytest.raises(UnsupportedRequest) as caught:
+        OPENAI.build(MESSAGES_ENDPOINT, orjson.dumps({**PARAMS, "top_k": 5}), "m", "m")
+    assert caught.value.param == "top_k"
