@@ -309,3 +309,18 @@ def test_a_message_batch_is_found_only_by_its_project_through_its_own_api(shared
         f"{shared_stack.base_url}/batches/{batch.id}/results", headers=bearer, timeout=10
     )
     assert openai_results.status_code == 404 and "error" in openai_results.json()
+
+
+def test_an_idempotency_key_answers_a_repeated_create_with_the_first_batch(
+    shared_stack: RunningStack,
+) -> None:
+    client = sdk(shared_stack)
+    requests = [{"custom_id": "i", "params": params(TRANSLATED, "once")}]
+    key = {"Idempotency-Key": f"msg-{time.time_ns()}"}
+    first = client.messages.batches.create(requests=requests, extra_headers=key)
+    again = client.messages.batches.create(requests=requests, extra_headers=key)
+    assert again.id == first.id
+    changed = [{"custom_id": "i", "params": params(TRANSLATED, "twice")}]
+    with pytest.raises(anthropic.APIStatusError) as reused:
+        client.messages.batches.create(requests=changed, extra_headers=key)
+    assert reused.value.status_code == 422 and reused.value.body["error"]["type"] == "invalid_request_error"
