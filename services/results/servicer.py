@@ -74,7 +74,7 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
 
 async def visible_batch(db: Database, batch_id: str, *, openai_only: bool = False) -> Row[Any]:
     """The caller's batch (id, status), or 404 (unknown or another project's; with
-    `openai_only`, also a Message Batch, whose results have their own route)."""
+    `openai_only`, also a Message Batch, read through its own API only; usage is cross-API)."""
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")
     query = select(batches.c.id, batches.c.status).where(
@@ -156,7 +156,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     async def ListWebhookDeliveries(
         self, request: results_pb2.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
     ) -> results_pb2.ListWebhookDeliveriesResponse:
-        batch = await visible_batch(self._db, request.batch_id)
+        batch = await visible_batch(self._db, request.batch_id, openai_only=True)
         return results_pb2.ListWebhookDeliveriesResponse(
             object="list", data=await delivery_messages(self._db, batch.id)
         )

@@ -309,6 +309,8 @@ def test_a_message_batch_is_found_only_by_its_project_through_its_own_api(shared
         f"{shared_stack.base_url}/batches/{batch.id}/results", headers=bearer, timeout=10
     )
     assert openai_results.status_code == 404 and "error" in openai_results.json()
+    deliveries = httpx.get(f"{shared_stack.base_url}/batches/{batch.id}/webhook_deliveries", headers=bearer)
+    assert deliveries.status_code == 404
 
 
 def test_an_idempotency_key_answers_a_repeated_create_with_the_first_batch(
