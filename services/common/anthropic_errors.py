@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.errors import ApiError
-from services.common.translate.errors import anthropic_error_type
+from batchgate.services.common.errors import ApiError
+from batchgate.services.common.translate.errors import anthropic_error_type
 
 ANTHROPIC_SERVICES = (
     "/batchgate.v1.MessageBatchService/",

@@ -13,8 +13,8 @@ from typing import cast
 
 import orjson
 
-from services.common.config import ProviderConfig
-from services.common.translate.anthropic_to_chat import ChatTarget, MaxTokensField
+from batchgate.services.common.catalogue import ProviderConfig
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, MaxTokensField
 
 MESSAGES_ENDPOINT = "/v1/messages"
 """The `endpoint` of a Message Batch (never one of the OpenAI batch endpoints)."""

@@ -16,13 +16,18 @@ from collections.abc import Mapping
 
 import orjson
 
-from services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT
-from services.common.config import ProviderConfig
-from services.common.translate.chat_to_anthropic import to_anthropic_request
-from services.common.translate.errors import to_openai_error
-from services.common.translate.responses import to_chat_completion
-from services.common.translate.shared import JsonObject, Untranslatable
-from services.executor.upstream import UnsupportedRequest, UpstreamAnswer, UpstreamRequest, parse_answer
+from batchgate.services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT
+from batchgate.services.common.catalogue import ProviderConfig
+from batchgate.services.common.translate.chat_to_anthropic import to_anthropic_request
+from batchgate.services.common.translate.errors import to_openai_error
+from batchgate.services.common.translate.responses import to_chat_completion
+from batchgate.services.common.translate.shared import JsonObject, Untranslatable
+from batchgate.services.executor.upstream import (
+    UnsupportedRequest,
+    UpstreamAnswer,
+    UpstreamRequest,
+    parse_answer,
+)
 
 
 class AnthropicMessages:

@@ -7,7 +7,7 @@ items (Anthropic-shaped, `MESSAGES_ENDPOINT`) are translated to a chat completio
 (`translate.anthropic_to_chat`, checked at create to translate) and a successful answer back
 to an Anthropic Message (`translate.responses`); error answers are kept as the upstream wrote
 them, and the results stream types them in Anthropic's envelope. The Anthropic adapter
-(`services.executor.anthropic`) translates chat completions both ways. An adapter that
+(`batchgate.services.executor.anthropic`) translates chat completions both ways. An adapter that
 cannot express a request raises `UnsupportedRequest`: the item fails at once with a 400 in
 OpenAI's error shape, as the provider itself would have answered.
 """
@@ -20,13 +20,13 @@ from typing import Any, Protocol
 
 import orjson
 
-from services.common.api_shapes import MESSAGES_ENDPOINT, chat_target
-from services.common.config import ProviderConfig
-from services.common.errors import ApiError
-from services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
-from services.common.translate.errors import to_anthropic_error
-from services.common.translate.responses import to_anthropic_message
-from services.common.translate.shared import Untranslatable
+from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT, chat_target
+from batchgate.services.common.catalogue import ProviderConfig
+from batchgate.services.common.errors import ApiError
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
+from batchgate.services.common.translate.errors import to_anthropic_error
+from batchgate.services.common.translate.responses import to_anthropic_message
+from batchgate.services.common.translate.shared import Untranslatable
 
 CHAT_PATH = "/chat/completions"
 BAD_GATEWAY = 502

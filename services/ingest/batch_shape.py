@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from services.common.config import SUPPORTED_ENDPOINTS, Settings
-from services.common.ids import batch_id
-from services.ingest.validation import Accepted, RecordChecker, Rejected
+from batchgate.services.common.catalogue import SUPPORTED_ENDPOINTS
+from batchgate.services.common.config import Settings
+from batchgate.services.common.ids import batch_id
+from batchgate.services.ingest.validation import Accepted, RecordChecker, Rejected
 
 
 class RecordCheck(Protocol):

@@ -6,27 +6,18 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from sqlalchemy import Row, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common import errors, paging
-from services.common.api_shapes import MESSAGES_ENDPOINT
-from services.common.db import Database
-from services.common.db.dialect import lock_rows
-from services.common.db.schema import batches, files
-from services.common.ids import plausible_id
+from batchgate.services.common import errors, paging
+from batchgate.services.common.db import AnyRow, Connection, Database, batches, files
+from batchgate.services.common.ids import plausible_id
 
 
 async def visible_file(
-    conn: AsyncConnection,
+    conn: Connection,
     project_id: str,
     ident: str,
     lock_in: Database | None = None,
     param: str = "file_id",
-) -> Row[Any]:
+) -> AnyRow:
     """The caller's file `ident`, or 404 naming `param` (unknown, another project's, or expired).
 
     With `lock_in`, the row stays locked until the transaction ends (PostgreSQL), so a
@@ -34,39 +25,26 @@ async def visible_file(
     """
     if not plausible_id(ident):
         raise errors.not_found("file", ident[:80], param)
-    query = select(files).where(files.c.id == ident, files.c.project_id == project_id)
-    if lock_in is not None:
-        query = lock_rows(lock_in, query)
-    row = (await conn.execute(query)).first()
-    if row is None or (row.expires_at is not None and row.expires_at <= time.time()):
+    row = await files.visible(conn, project_id, ident, lock_in)
+    if row is None:
         raise errors.not_found("file", ident, param)
     return row
 
 
 async def visible_batch(
-    conn: AsyncConnection, project_id: str, ident: str, *, message_batch: bool = False
-) -> Row[Any]:
+    conn: Connection, project_id: str, ident: str, *, message_batch: bool = False
+) -> AnyRow:
     """The caller's batch `ident`, or 404 (unknown, another project's, still being created, or
     made through the other API: an OpenAI batch when `message_batch`, else a Message Batch)."""
     if not plausible_id(ident):
         raise errors.not_found("batch", ident[:80], "batch_id")
-    endpoint = batches.c.endpoint
-    row = (
-        await conn.execute(
-            select(batches).where(
-                batches.c.id == ident,
-                batches.c.project_id == project_id,
-                batches.c.status != "validating",
-                endpoint == MESSAGES_ENDPOINT if message_batch else endpoint != MESSAGES_ENDPOINT,
-            )
-        )
-    ).first()
+    row = await batches.visible(conn, project_id, ident, message_batch=message_batch)
     if row is None:
         raise errors.not_found("batch", ident, "batch_id")
     return row
 
 
-async def check_cursor(conn: AsyncConnection, project_id: str, kind: str, after: str) -> None:
+async def check_cursor(conn: Connection, project_id: str, kind: str, after: str) -> None:
     """400 `invalid_after` unless `after` is one of the caller's visible batches or files."""
     try:
         if kind == "batch":

@@ -16,16 +16,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row
-
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
 from batchgate.v1 import message_batches_pb2 as mb
-from services.common import proto_values as pv
-from services.common.batch_status import TERMINAL
-from services.common.config import Settings
 
 ORIGIN_METADATA_KEY = "x-bg-origin"
-IN_PROGRESS, CANCELING, ENDED = "in_progress", "canceling", "ended"
-CANCELLED = "cancelled"
+IN_PROGRESS, CANCELING, ENDED = "in_progress", "canceling", "ended"  # Anthropic's processing_status
 END_COLUMNS = ("completed_at", "cancelled_at", "expired_at", "failed_at")
 
 
@@ -38,22 +36,22 @@ def _stamp(seconds: float | None) -> Any:
     return pv.string_or_null(None if seconds is None else rfc3339(seconds))
 
 
-def processing_status(row: Row[Any]) -> str:
-    if row.status in TERMINAL:
+def processing_status(row: AnyRow) -> str:
+    if row.status in BATCH_TERMINAL:
         return ENDED
-    if row.status == "cancelling" or row.end_status == CANCELLED:
+    if row.status == BatchStatus.CANCELLING or row.end_status == BatchStatus.CANCELLED:
         return CANCELING
     return IN_PROGRESS
 
 
-def request_counts(row: Row[Any], states: Counter[str] | None) -> mb.MessageBatchRequestCounts:
+def request_counts(row: AnyRow, states: Counter[str] | None) -> mb.MessageBatchRequestCounts:
     """The counts from the batch's counters, or from its items' states when it has failures."""
     if states is None:
         succeeded, errored, canceled, expired = row.completed_count, 0, 0, 0
     else:
-        succeeded = states["succeeded"]
-        errored = states["failed"] + states["rejected"]
-        canceled, expired = states["cancelled"], states["expired"]
+        succeeded = states[ItemState.SUCCEEDED]
+        errored = states[ItemState.FAILED] + states[ItemState.REJECTED]
+        canceled, expired = states[ItemState.CANCELLED], states[ItemState.EXPIRED]
     done = succeeded + errored + canceled + expired
     return mb.MessageBatchRequestCounts(
         processing=max(row.total - done, 0),
@@ -80,7 +78,7 @@ def results_url(base: str, batch_id: str) -> str:
     return f"{base}/v1/messages/batches/{batch_id}/results"
 
 
-def message_batch(row: Row[Any], states: Counter[str] | None, base: str) -> mb.MessageBatch:
+def message_batch(row: AnyRow, states: Counter[str] | None, base: str) -> mb.MessageBatch:
     """The MessageBatch of a batch row; `states` its items per state (None: no failures),
     `base` the gateway's origin for `results_url`."""
     status = processing_status(row)

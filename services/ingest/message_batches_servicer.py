@@ -12,27 +12,26 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from sqlalchemy import Row
 
 from batchgate.internal.v1 import scheduler_pb2_grpc
+from batchgate.services.common import errors, paging, rest_input
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
+from batchgate.services.common.auth import principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow, Database
+from batchgate.services.common.db import message_batches as store
+from batchgate.services.common.states import BatchStatus
+from batchgate.services.common.translate.message_batches import BatchRefused, requests_of
+from batchgate.services.ingest import scheduler_calls
+from batchgate.services.ingest.batch_create import BatchCreator
+from batchgate.services.ingest.idempotency import key_from_metadata
+from batchgate.services.ingest.message_batch_views import message_batch, origin
+from batchgate.services.ingest.message_requests import batch_limits
 from batchgate.v1 import batches_pb2, message_batches_pb2, message_batches_pb2_grpc
-from services.common import errors, paging, rest_input
-from services.common import proto_values as pv
-from services.common.api_shapes import MESSAGES_ENDPOINT
-from services.common.auth import principal
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db import message_batches as store
-from services.common.translate.message_batches import BatchRefused, requests_of
-from services.ingest import scheduler_calls
-from services.ingest.batch_create import BatchCreator
-from services.ingest.idempotency import key_from_metadata
-from services.ingest.message_batch_views import message_batch, origin
-from services.ingest.message_requests import batch_limits
 
 MAX_PAGE = 1000
 DEFAULT_PAGE = 20
-IN_PROGRESS = "in_progress"
 
 
 def not_found(batch_id: str) -> errors.ApiError:
@@ -54,7 +53,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         self._creator = creator
 
     async def _answer(
-        self, row: Row[Any], context: grpc.aio.ServicerContext
+        self, row: AnyRow, context: grpc.aio.ServicerContext
     ) -> message_batches_pb2.MessageBatch:
         async with self._db.read() as conn:
             states = await store.item_state_counts(conn, [row])
@@ -62,7 +61,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
             row, states.get(row.id), origin(self._settings, context.invocation_metadata() or ())
         )
 
-    async def _find(self, batch_id: str) -> Row[Any]:
+    async def _find(self, batch_id: str) -> AnyRow:
         async with self._db.read() as conn:
             row = await store.find(conn, principal().project_id, batch_id)
         if row is None:
@@ -135,7 +134,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         as it stands (a retried cancel must not fail once the first took effect)."""
         request, _ = rest_input.decode_body(request)
         row = await self._find(request.message_batch_id)
-        if row.status == IN_PROGRESS:
+        if row.status == BatchStatus.IN_PROGRESS:
             await scheduler_calls.cancel(self._scheduler, row.id)
             row = await self._find(request.message_batch_id)
         return await self._answer(row, context)

@@ -15,19 +15,19 @@ from typing import Any
 
 import orjson
 
-from services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT, chat_target
-from services.common.config import Settings
-from services.common.ids import message_batch_id
-from services.common.jsonl import one_line
-from services.common.translate.message_batches import (
+from batchgate.services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT, chat_target
+from batchgate.services.common.config import Settings
+from batchgate.services.common.ids import message_batch_id
+from batchgate.services.common.jsonl import one_line
+from batchgate.services.common.translate.message_batches import (
     BatchLimits,
     ModelRoute,
     RejectedRequest,
     RequestChecker,
     Router,
 )
-from services.ingest.batch_shape import BatchShape
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.ingest.batch_shape import BatchShape
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 ANTHROPIC_KIND = "anthropic"
 

@@ -7,7 +7,7 @@ import logging
 import grpc
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
-from services.common import errors
+from batchgate.services.common import errors
 
 log = logging.getLogger(__name__)
 

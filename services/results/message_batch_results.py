@@ -20,21 +20,21 @@ import grpc
 import orjson
 from google.api import httpbody_pb2
 
+from batchgate.services.common import errors
+from batchgate.services.common.auth import principal
+from batchgate.services.common.db import Database
+from batchgate.services.common.db import message_batches as store
+from batchgate.services.common.jsonl import one_line
+from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FINISHED, ItemState
+from batchgate.services.common.translate.errors import to_anthropic_error
+from batchgate.services.results.finalize import item_pages
 from batchgate.v1 import message_batches_pb2, message_batches_pb2_grpc
-from services.common import batch_status, errors
-from services.common.auth import principal
-from services.common.db import Database
-from services.common.db import message_batches as store
-from services.common.jsonl import one_line
-from services.common.translate.errors import to_anthropic_error
-from services.results.finalize import item_pages
-from services.results.lines import FINISHED_STATES
 
 CONTENT_TYPE = "application/x-jsonl"
 TRANSPORT_ERROR_TYPES = {"request_timeout": "timeout_error"}
 SIMPLE_RESULTS = {
-    "cancelled": b'{"type":"canceled"}',
-    "expired": b'{"type":"expired"}',
+    ItemState.CANCELLED: b'{"type":"canceled"}',
+    ItemState.EXPIRED: b'{"type":"expired"}',
 }
 
 
@@ -47,7 +47,9 @@ def _error(row: Sequence[Any]) -> dict[str, Any]:
             parsed = response.decode("utf-8", "replace")
         return to_anthropic_error(status_code, parsed, request_id=request_id or None)
     error_type = (
-        "invalid_request_error" if state == "rejected" else TRANSPORT_ERROR_TYPES.get(error_code, "api_error")
+        "invalid_request_error"
+        if state == ItemState.REJECTED
+        else TRANSPORT_ERROR_TYPES.get(error_code, "api_error")
     )
     body: dict[str, Any] = {"type": "error", "error": {"type": error_type, "message": error_message or ""}}
     if request_id:
@@ -58,7 +60,7 @@ def _error(row: Sequence[Any]) -> dict[str, Any]:
 def result_line(row: Sequence[Any]) -> bytes:
     """The line of one finished item row (`lines.LINE_COLUMNS`), with its newline."""
     custom_id, state, response = row[1], row[2], row[4]
-    if state == "succeeded" and response is not None:
+    if state == ItemState.SUCCEEDED and response is not None:
         result = b'{"type":"succeeded","message":' + response + b"}"
     elif state in SIMPLE_RESULTS:
         result = SIMPLE_RESULTS[state]
@@ -78,14 +80,14 @@ class MessageBatchResultsServicer(message_batches_pb2_grpc.MessageBatchResultsSe
             row = await store.find(conn, principal().project_id, request.message_batch_id)
         if row is None:
             raise errors.not_found("message batch", request.message_batch_id[:80], "message_batch_id")
-        if row.status not in batch_status.TERMINAL:
+        if row.status not in BATCH_TERMINAL:
             raise errors.conflict(
                 f"Message batch '{row.id}' has not ended yet; its results are available once "
                 "'processing_status' is 'ended'.",
                 "batch_not_ended",
             )
         first = True
-        async for page in item_pages(self._db, row.id, FINISHED_STATES):
+        async for page in item_pages(self._db, row.id, ITEM_FINISHED):
             data = b"".join([result_line(item) for item in page])
             yield httpbody_pb2.HttpBody(content_type=CONTENT_TYPE if first else "", data=data)
             first = False

@@ -17,9 +17,9 @@ import grpc
 import httpx
 import pytest
 
+from batchgate.services.common import proto_values as pv
 from batchgate.v1 import message_batches_pb2 as mb
 from batchgate.v1 import message_batches_pb2_grpc
-from services.common import proto_values as pv
 from tests.message_batch_support import NATIVE, TERMINAL_WAIT_S, TRANSLATED, params, sdk, wait_ended
 from tests.support import RunningStack, add_project, read_jsonl
 

@@ -13,27 +13,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, delete, func, or_, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.api_shapes import MESSAGES_ENDPOINT
-from services.common.batch_status import TERMINAL
-from services.common.db.schema import batches, files, idempotency_keys, items
-from services.common.ids import plausible_id
-from services.common.storage import delete_blob
-
-VALIDATING = "validating"
+from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
+from batchgate.services.common.db.blobs import delete_blob
+from batchgate.services.common.db.engine import AnyRow
+from batchgate.services.common.db.schema import batches, files, idempotency_keys, items
+from batchgate.services.common.ids import plausible_id
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus
 
 
 def _visible(project_id: str) -> Any:
     return (
         (batches.c.project_id == project_id)
         & (batches.c.endpoint == MESSAGES_ENDPOINT)
-        & (batches.c.status != VALIDATING)
+        & (batches.c.status != BatchStatus.VALIDATING)
     )
 
 
-async def find(conn: AsyncConnection, project_id: str, batch_id: str) -> Row[Any] | None:
+async def find(conn: AsyncConnection, project_id: str, batch_id: str) -> AnyRow | None:
     """The project's Message Batch `batch_id` (the whole `batches` row), or None: unknown,
     another project's, an OpenAI batch, or still being created. Ingest and results."""
     if not plausible_id(batch_id):
@@ -42,7 +41,7 @@ async def find(conn: AsyncConnection, project_id: str, batch_id: str) -> Row[Any
     return (await conn.execute(query)).first()
 
 
-async def item_state_counts(conn: AsyncConnection, rows: Sequence[Row[Any]]) -> dict[str, Counter[str]]:
+async def item_state_counts(conn: AsyncConnection, rows: Sequence[AnyRow]) -> dict[str, Counter[str]]:
     """Items per state of each batch in `rows` that has failures (the counters on the batch
     row tell succeeded from failed only; cancelled, expired and rejected items are all
     "failed" there). Batches without failures need no query. Ingest."""
@@ -62,7 +61,7 @@ async def item_state_counts(conn: AsyncConnection, rows: Sequence[Row[Any]]) -> 
 
 @dataclass(frozen=True, kw_only=True)
 class Page:
-    rows: list[Row[Any]]
+    rows: list[AnyRow]
     """Newest first."""
     has_more: bool
     """Whether more batches lie beyond the page in the direction paged."""
@@ -86,16 +85,14 @@ async def page(conn: AsyncConnection, project_id: str, *, after_id: str, before_
     return Page(rows=rows, has_more=has_more)
 
 
-def is_ended(row: Row[Any]) -> bool:
-    return row.status in TERMINAL
-
-
-async def delete_ended(conn: AsyncConnection, row: Row[Any]) -> bool:
+async def delete_ended(conn: AsyncConnection, row: AnyRow) -> bool:
     """Delete the ended Message Batch `row` with its items, its files (the stored requests,
     rejections and any result files) and their blobs, in the caller's transaction; False
     (nothing deleted) when it is not ended. Usage events stay: they are the project's
     bill. Ingest."""
-    gone = await conn.execute(delete(batches).where(batches.c.id == row.id, batches.c.status.in_(TERMINAL)))
+    gone = await conn.execute(
+        delete(batches).where(batches.c.id == row.id, batches.c.status.in_(BATCH_TERMINAL))
+    )
     if not gone.rowcount:
         return False
     await conn.execute(delete(items).where(items.c.batch_id == row.id))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from anthropic.types.shared.error_response import ErrorResponse
 
-from services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
-from services.common.errors import ApiError
+from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
+from batchgate.services.common.errors import ApiError
 
 # Anthropic documents these types; anthropic 2.14's ErrorResponse union does not list them.
 UNTYPED_BY_THE_SDK = frozenset({"conflict_error", "request_too_large"})

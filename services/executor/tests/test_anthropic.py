@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
-from services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT
-from services.common.config import ProviderConfig
-from services.executor.anthropic import AnthropicMessages
-from services.executor.upstream import OpenAICompatible, UnsupportedRequest
-from services.executor.usage import usage_of
+from batchgate.services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT
+from batchgate.services.common.catalogue import ProviderConfig
+from batchgate.services.executor.anthropic import AnthropicMessages
+from batchgate.services.executor.upstream import OpenAICompatible, UnsupportedRequest
+from batchgate.services.executor.usage import usage_of
 
 ANTHROPIC = AnthropicMessages(
     ProviderConfig(

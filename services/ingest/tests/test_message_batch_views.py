@@ -10,8 +10,8 @@ import pytest
 from anthropic.types.messages import MessageBatch
 from google.protobuf import json_format
 
-from services.common.config import load_settings
-from services.ingest.message_batch_views import message_batch, origin, rfc3339
+from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.message_batch_views import message_batch, origin, rfc3339
 
 CREATED = 1_767_225_600.25
 BASE = "https://gw.example"

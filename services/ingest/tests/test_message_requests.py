@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import orjson
 
-from services.common.config import ModelConfig, ProviderConfig, load_settings
-from services.ingest.message_requests import MessageRequestChecker
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig
+from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.message_requests import MessageRequestChecker
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 PROVIDERS = (
     ProviderConfig(name="claude", kind="anthropic", base_url="http://a.test/v1"),

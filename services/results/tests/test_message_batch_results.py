@@ -9,7 +9,7 @@ import pydantic
 import pytest
 from anthropic.types.messages import MessageBatchIndividualResponse
 
-from services.results.message_batch_results import result_line
+from batchgate.services.results.message_batch_results import result_line
 
 MESSAGE = {
     "id": "msg_1",
