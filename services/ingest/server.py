@@ -36,22 +36,10 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     results_channel = rpc_client.channel(settings, "results", caller="ingest")
     scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
     idempotency = IdempotencyKeys(db, settings.idempotency_ttl_s, settings.validating_timeout_s)
-    creator = BatchCreator(
-        settings,
-        db,
-        spend_pb2_grpc.SpendServiceStub(results_channel),
-        idempotency,
-        IngestMetrics(telemetry.meter("ingest")),
-    )
-
-    message_creator = BatchCreator(
-        settings,
-        db,
-        spend_pb2_grpc.SpendServiceStub(results_channel),
-        idempotency,
-        IngestMetrics(telemetry.meter("ingest")),
-        message_batch_shape(settings),
-    )
+    spend = spend_pb2_grpc.SpendServiceStub(results_channel)
+    metrics = IngestMetrics(telemetry.meter("ingest"))
+    creator = BatchCreator(settings, db, spend, idempotency, metrics)
+    message_creator = BatchCreator(settings, db, spend, idempotency, metrics, message_batch_shape(settings))
 
     def register(server: grpc.aio.Server) -> list[str]:
         files_pb2_grpc.add_FilesServiceServicer_to_server(FilesServicer(settings, db), server)
