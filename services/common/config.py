@@ -146,6 +146,23 @@ class Settings:
     max_inline_bytes: int = _setting(
         32 * MIB, "BATCHGATE_MAX_INLINE_BYTES", "Largest POST /v1/batches body with inline `requests`."
     )
+    message_batch_max_requests: int = _setting(
+        100_000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_REQUESTS",
+        "Most requests in one Anthropic Message Batch (Anthropic's own limit by default).",
+    )
+    message_batch_max_bytes: int = _setting(
+        256 * 1000 * 1000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_BYTES",
+        "Largest POST /v1/messages/batches body (Anthropic's 256 MB by default; bodies past "
+        "`grpc_max_message_bytes` are refused with 413 too, so raise both together).",
+    )
+    message_batch_window: str = _setting(
+        "24h",
+        "BATCHGATE_MESSAGE_BATCH_WINDOW",
+        "How long a Message Batch may run before its unfinished requests expire (Anthropic's 24 h "
+        "by default; units s, m, h, d).",
+    )
     max_record_bytes: int = _setting(
         10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
     )

@@ -12,13 +12,13 @@ import orjson
 
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.tool_url_gate import ToolUrlGate
-from batchgate.services.ingest.validation import Accepted, RecordChecker
+from batchgate.services.ingest.validation import Accepted
 from batchgate.v1 import batches_pb2
 
 ERROR_PREVIEW_BYTES = 5000
@@ -79,16 +79,17 @@ def inline_line(index: int, request: Any, endpoint: str) -> bytes:
 
 
 async def store_inline(
-    db: Database, settings: Settings, owner: str, requests: list[Any], endpoint: str
+    db: Database, shape: BatchShape, owner: str, requests: list[Any], endpoint: str
 ) -> BlobWriter:
-    """The inline requests as an input-file blob, stored but not yet published."""
+    """The inline requests as an input-file blob (each line as `shape` stores it), stored but not
+    yet published."""
     writer = BlobWriter(db, owner)
     for index, value in enumerate(requests):
-        await writer.write(inline_line(index, value, endpoint) + b"\n")
-        if writer.size > settings.max_inline_bytes:
+        await writer.write(shape.inline_line(index, value, endpoint) + b"\n")
+        if writer.size > shape.max_inline_bytes:
             raise errors.ApiError(
                 413,
-                f"Inline requests exceed {settings.max_inline_bytes} bytes, the limit per "
+                f"Inline requests exceed {shape.max_inline_bytes} bytes, the limit per "
                 "request; upload them as a file instead.",
                 "input_too_large",
                 "requests",
@@ -98,11 +99,12 @@ async def store_inline(
 
 
 async def check_records(
-    db: Database, settings: Settings, batch: str, endpoint: str, blob: str, rejections: Rejections, param: str
+    db: Database, shape: BatchShape, batch: str, endpoint: str, blob: str, rejections: Rejections, param: str
 ) -> Checked:
-    """Stream the input once: check each record, insert its item, collect rejections."""
-    checker = RecordChecker(settings, endpoint)
-    tool_urls = ToolUrlGate(settings)
+    """Stream the input once: check each record (as `shape` checks its API's records), insert its
+    item, collect rejections."""
+    checker = shape.checker(endpoint)
+    tool_urls = ToolUrlGate(shape.settings)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
@@ -111,9 +113,9 @@ async def check_records(
         async for line_number, raw in _numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
-            if index >= settings.max_batch_records:
+            if index >= shape.max_records:
                 raise errors.invalid(
-                    f"The input has more than {settings.max_batch_records} records, the limit per batch.",
+                    f"The input has more than {shape.max_records} records, the limit per batch.",
                     "input_too_large",
                     param,
                 )
