@@ -186,6 +186,10 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         body["metadata"] = _metadata(args.metadata)
     if args.priority is not None:
         body["priority"] = _priority(args.priority)
+    if args.cron or args.cron_timezone:
+        if args.wait:
+            raise CommandError(ExitCode.INVALID, "--wait follows a batch; a --cron template spawns many")
+        body.update({k: v for k, v in (("cron", args.cron), ("cron_timezone", args.cron_timezone)) if v})
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
     uploaded = api.upload_file(path)
     _note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
@@ -198,6 +202,11 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     _show_rejections(batch, rejections_out, api)
     if not args.json:
         print(batch["id"], flush=True)
+    if batch["status"] == "scheduled":
+        _note(f"template {batch['id']} scheduled: next run at {_when(batch['next_run_at'])}")
+        if args.json:
+            _print_json(batch)
+        return ExitCode.OK
     _note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
     if not args.wait:
         if args.json:
@@ -396,6 +405,10 @@ def add_commands(sub: Any) -> None:
     )
     create.add_argument("--idempotency-key", help="a retry with the same key returns the same batch")
     create.add_argument("--rejections-out", metavar="FILE", help="save every rejected record (JSONL) here")
+    create.add_argument(
+        "--cron", help='a recurring batch: a run at each time of this 5-field expression ("0 2 * * *")'
+    )
+    create.add_argument("--cron-timezone", help="IANA time zone of --cron (default UTC)")
     _wait_options(create)
     _wait_options(verb(verbs, "get", cmd_batches_get, "show one batch", "batch_id"))
     listing = verb(verbs, "list", cmd_batches_list, "list batches, newest first")

@@ -44,6 +44,7 @@ SERVICE_CLUSTERS = {
     "batchgate.v1.FilesService": "ingest",
     "batchgate.v1.BatchService": "ingest",
     "batchgate.v1.ModelsService": "ingest",
+    "batchgate.v1.BatchTemplateService": "ingest",
     "batchgate.v1.ResultsService": "results",
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers

@@ -335,6 +335,12 @@ class Settings:
         "process exits abruptly (`fail:<point>`: fails once there as a lost connection). Never set "
         "in production.",
     )
+    template_clock_file: str = _setting(
+        "",
+        "BATCHGATE_TEMPLATE_CLOCK_FILE",
+        "Test hook: a file holding unix seconds that recurring-batch scheduling reads as the "
+        "current time (services/common/cron.py). Empty: the system clock. Never set in production.",
+    )
     # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
     log_format: str = _setting(

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import orjson
 from sqlalchemy import Row, delete, insert, select
@@ -186,6 +186,16 @@ class _Rejections:
         await self.writer.write(dumps_line(rejection.as_json()))
 
 
+class RunClaim(Protocol):
+    """A create that is the run of a recurring template (services.ingest.template_runs)."""
+
+    template_id: str
+
+    async def claim(self, conn: AsyncConnection) -> None:
+        """In the transaction that publishes the run: take the template's due time, or raise
+        (another replica made this run) so that the run is discarded."""
+
+
 @dataclass(frozen=True)
 class _Options:
     """What the request asks for beyond its records, checked before anything is stored."""
@@ -205,6 +215,7 @@ class _Draft:
     input_file: str
     source_blob: str | None
     """The uploaded input's blob; None for inline requests (stored during the create)."""
+    run_of: RunClaim | None = None
 
 
 @dataclass(frozen=True)
@@ -254,9 +265,11 @@ class BatchCreator:
         request: batches_pb2.CreateBatchRequest,
         inline: list[Any],
         idempotency_key: str | None = None,
+        run_of: RunClaim | None = None,
     ) -> CreateResult:
         """Create a batch from `request`, whose inline records (if any) come as `inline`:
-        decoded JSON values, not the request's `requests` field."""
+        decoded JSON values, not the request's `requests` field. `run_of`: the batch is a run
+        of that template."""
         started = time.monotonic()
         self._check_request(request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
@@ -271,7 +284,7 @@ class BatchCreator:
             claim = claimed
         try:
             await check_budgets(self._db, self._spend, caller)
-            draft = await self._open(caller, request, options)
+            draft = await self._open(caller, request, options, run_of)
             try:
                 result = await self._fill(draft, request, inline, options, claim)
             except BaseException:
@@ -328,8 +341,24 @@ class BatchCreator:
                 "input_file_id",
             )
 
+    async def check_template(self, caller: Principal, request: batches_pb2.CreateBatchRequest) -> None:
+        """Check a recurring template's request as a create would, short of reading the
+        records (each run does): the fields, the webhook, and the input file."""
+        self._check_request(request, [])
+        await check_webhook_url(request.webhook_url, self._settings)
+        parse_priority(pv.to_python(request.priority))
+        check_output_expiry(request)
+        async with self._db.read() as conn:
+            self._check_source(
+                await visible_file(conn, caller.project_id, request.input_file_id, param="input_file_id")
+            )
+
     async def _open(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: _Options
+        self,
+        caller: Principal,
+        request: batches_pb2.CreateBatchRequest,
+        options: _Options,
+        run_of: RunClaim | None,
     ) -> _Draft:
         """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
@@ -339,9 +368,9 @@ class BatchCreator:
                     conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
                 )
                 self._check_source(source)
-                draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
+                draft = _Draft(caller, new_batch_id(), source.id, source.blob_id, run_of)
             else:
-                draft = _Draft(caller, new_batch_id(), new_file_id(), None)
+                draft = _Draft(caller, new_batch_id(), new_file_id(), None, run_of)
             await conn.execute(
                 insert(batches).values(
                     id=draft.batch,
@@ -361,6 +390,7 @@ class BatchCreator:
                     webhook_url=request.webhook_url or None,
                     output_expires_after_s=options.output_expiry_s,
                     traceparent=telemetry.current_traceparent() or None,
+                    template_id=run_of.template_id if run_of else None,
                 )
             )
         return draft
@@ -420,6 +450,8 @@ class BatchCreator:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")
             if claim is not None:
                 await claim.bind(conn, draft.batch)
+            if draft.run_of is not None:
+                await draft.run_of.claim(conn)
             row = (await conn.execute(select(batches).where(batches.c.id == draft.batch))).one()
         return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 

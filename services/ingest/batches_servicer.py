@@ -21,6 +21,8 @@ from services.common.db.schema import batches
 from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
+from services.ingest.submit import submit_batch
+from services.ingest.template_create import TemplateMaker
 from services.ingest.views import batch_message
 
 log = logging.getLogger(__name__)
@@ -36,35 +38,28 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         db: Database,
         scheduler: scheduler_pb2_grpc.SchedulerServiceStub,
         creator: BatchCreator,
+        templates: TemplateMaker,
     ) -> None:
         self._settings = settings
         self._db = db
         self._scheduler = scheduler
         self._creator = creator
+        self._templates = templates
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         request, json_values = rest_input.decode_body(request, keep_json=("requests",))
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
+        if request.cron or request.cron_timezone:
+            return await self._templates.create(principal(), request, bool(inline))
         request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
         result = await self._creator.create(principal(), request, inline, key)
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
-        try:
-            await self._scheduler.SubmitBatch(
-                scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
-            )
-        except grpc.aio.AioRpcError as exc:
-            # The batch is stored: answering an error now would make the SDK retry and create a
-            # second one. The scheduler's poll finds the batch without the wake-up.
-            log.warning(
-                "SubmitBatch(%s) failed: %s; the scheduler will pick it up by polling",
-                result.batch.id,
-                exc.code(),
-            )
+        await submit_batch(self._scheduler, result.batch.id)
         return self._answer(result)
 
     def _answer(self, result: CreateResult) -> batches_pb2.Batch:
@@ -116,6 +111,8 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         if request.metadata_key:
             value = request.metadata_value or None
             conditions.append(json_object_has(self._db, batches.c.metadata, request.metadata_key, value))
+        if request.template_id:
+            conditions.append(batches.c.template_id == request.template_id)
         return conditions
 
     async def CancelBatch(

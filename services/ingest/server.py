@@ -5,6 +5,8 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
+from batchgate.internal.v1 import templates_pb2 as internal_templates_pb2
+from batchgate.internal.v1 import templates_pb2_grpc as internal_templates_pb2_grpc
 from batchgate.v1 import (
     batches_pb2,
     batches_pb2_grpc,
@@ -12,8 +14,10 @@ from batchgate.v1 import (
     files_pb2_grpc,
     models_pb2,
     models_pb2_grpc,
+    templates_pb2,
+    templates_pb2_grpc,
 )
-from services.common import rpc_client, telemetry
+from services.common import cron, rpc_client, telemetry
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.grpc_server import ServiceHost
@@ -25,6 +29,9 @@ from services.ingest.idempotency import IdempotencyKeys
 from services.ingest.metrics import IngestMetrics
 from services.ingest.models_servicer import ModelsServicer
 from services.ingest.sweeps import run_sweeps
+from services.ingest.template_create import TemplateMaker
+from services.ingest.template_runs import TemplateRunsServicer
+from services.ingest.templates_servicer import TemplatesServicer
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
@@ -39,17 +46,24 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         idempotency,
         IngestMetrics(telemetry.meter("ingest")),
     )
+    clock = cron.schedule_clock(settings.template_clock_file)
 
     def register(server: grpc.aio.Server) -> list[str]:
         files_pb2_grpc.add_FilesServiceServicer_to_server(FilesServicer(settings, db), server)
         batches_pb2_grpc.add_BatchServiceServicer_to_server(
-            BatchesServicer(settings, db, scheduler, creator), server
+            BatchesServicer(settings, db, scheduler, creator, TemplateMaker(db, creator, clock)), server
+        )
+        templates_pb2_grpc.add_BatchTemplateServiceServicer_to_server(TemplatesServicer(db, clock), server)
+        internal_templates_pb2_grpc.add_TemplateRunsServiceServicer_to_server(
+            TemplateRunsServicer(db, creator, scheduler, clock), server
         )
         models_pb2_grpc.add_ModelsServiceServicer_to_server(ModelsServicer(settings), server)
         return [
             files_pb2.DESCRIPTOR.services_by_name["FilesService"].full_name,
             batches_pb2.DESCRIPTOR.services_by_name["BatchService"].full_name,
             models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name,
+            templates_pb2.DESCRIPTOR.services_by_name["BatchTemplateService"].full_name,
+            internal_templates_pb2.DESCRIPTOR.services_by_name["TemplateRunsService"].full_name,
             *reflection.register(server),
         ]
 

@@ -1,0 +1,200 @@
+"""Every statement on `batch_templates`, the recurring batch templates (owned by ingest).
+
+Ingest creates, reads, pauses, resumes, reschedules and deletes templates, and spawns their
+runs; the scheduler only reads which templates are due (`due_templates`). Each function's
+docstring names the service that may call it.
+
+Claiming a due time: `claim_due_time` moves `next_run_at` on only if it still holds the due
+time the caller served. It runs in the transaction that publishes the run (or records why
+there is none), so two replicas serving one due time publish one run: the second one's
+update matches no row (PostgreSQL re-checks the condition after waiting for the first's row
+lock; SQLite has one writer) and its run is discarded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import orjson
+from sqlalchemy import Row, delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from services.common.db.schema import batch_templates, batches
+
+
+class TemplateStatus(StrEnum):
+    SCHEDULED = "scheduled"
+    PAUSED = "paused"
+
+
+class PauseReason(StrEnum):
+    BY_USER = "paused_by_user"
+    INPUT_FILE_DELETED = "input_file_deleted"
+    INPUT_FILE_EXPIRED = "input_file_expired"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewTemplate:
+    id: str
+    project_id: str
+    api_key_id: str
+    cron: str
+    cron_timezone: str
+    next_run_at: float
+    created_at: float
+    input_file_id: str
+    endpoint: str
+    create_request: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class DueTime:
+    """A template whose run is due, and the due time the caller serves."""
+
+    template_id: str
+    due_at: float
+
+
+async def insert_template(conn: AsyncConnection, template: NewTemplate) -> None:
+    """Ingest: store a new, scheduled template."""
+    await conn.execute(
+        insert(batch_templates).values(
+            id=template.id,
+            project_id=template.project_id,
+            api_key_id=template.api_key_id,
+            status=TemplateStatus.SCHEDULED,
+            cron=template.cron,
+            cron_timezone=template.cron_timezone,
+            next_run_at=template.next_run_at,
+            created_at=template.created_at,
+            input_file_id=template.input_file_id,
+            endpoint=template.endpoint,
+            create_request=template.create_request,
+        )
+    )
+
+
+async def project_template(conn: AsyncConnection, project_id: str, template_id: str) -> Row[Any] | None:
+    """Ingest: the project's template `template_id`, if it has one."""
+    query = select(batch_templates).where(
+        batch_templates.c.id == template_id, batch_templates.c.project_id == project_id
+    )
+    return (await conn.execute(query)).first()
+
+
+async def template_by_id(conn: AsyncConnection, template_id: str) -> Row[Any] | None:
+    """Ingest (spawning a run): the template, whatever its project."""
+    return (await conn.execute(select(batch_templates).where(batch_templates.c.id == template_id))).first()
+
+
+async def list_templates(
+    conn: AsyncConnection, project_id: str, after: str | None, limit: int
+) -> list[Row[Any]]:
+    """Ingest: up to `limit` of the project's templates older than `after`, newest first."""
+    query = select(batch_templates).where(batch_templates.c.project_id == project_id)
+    if after:
+        query = query.where(batch_templates.c.id < after)
+    return list((await conn.execute(query.order_by(batch_templates.c.id.desc()).limit(limit))).all())
+
+
+async def recent_runs(conn: AsyncConnection, project_id: str, template_id: str, limit: int) -> list[Row[Any]]:
+    """Ingest: the template's newest published runs (batches with its `template_id`)."""
+    query = (
+        select(batches)
+        .where(
+            batches.c.template_id == template_id,
+            batches.c.project_id == project_id,
+            batches.c.status != "validating",
+        )
+        .order_by(batches.c.id.desc())
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).all())
+
+
+async def due_templates(conn: AsyncConnection, now: float, limit: int) -> list[DueTime]:
+    """Scheduler: scheduled templates whose next run is due at `now`, most overdue first."""
+    query = (
+        select(batch_templates.c.id, batch_templates.c.next_run_at)
+        .where(
+            batch_templates.c.status == TemplateStatus.SCHEDULED,
+            batch_templates.c.next_run_at <= now,
+        )
+        .order_by(batch_templates.c.next_run_at)
+        .limit(limit)
+    )
+    rows = (await conn.execute(query)).all()
+    return [DueTime(template_id=r.id, due_at=r.next_run_at) for r in rows]
+
+
+async def claim_due_time(
+    conn: AsyncConnection,
+    template_id: str,
+    due_at: float,
+    next_run_at: float,
+    *,
+    error: dict[str, str] | None = None,
+    pause: PauseReason | None = None,
+) -> bool:
+    """Ingest: serve the due time `due_at` (moving `next_run_at` on, recording a refused
+    run's `error`, pausing with `pause`) if no one else served it; whether this call did."""
+    values: dict[str, Any] = {
+        "next_run_at": None if pause else next_run_at,
+        "last_run_at": due_at,
+        "last_error": orjson.dumps(error).decode() if error else None,
+    }
+    if pause:
+        values.update(status=TemplateStatus.PAUSED, paused_reason=pause)
+    result = await conn.execute(
+        update(batch_templates)
+        .where(
+            batch_templates.c.id == template_id,
+            batch_templates.c.status == TemplateStatus.SCHEDULED,
+            batch_templates.c.next_run_at == due_at,
+        )
+        .values(**values)
+    )
+    return bool(result.rowcount == 1)
+
+
+async def pause_template(conn: AsyncConnection, template_id: str) -> None:
+    """Ingest: the user pauses the template (a paused one keeps its reason)."""
+    await conn.execute(
+        update(batch_templates)
+        .where(batch_templates.c.id == template_id, batch_templates.c.status == TemplateStatus.SCHEDULED)
+        .values(status=TemplateStatus.PAUSED, paused_reason=PauseReason.BY_USER, next_run_at=None)
+    )
+
+
+async def schedule_template(
+    conn: AsyncConnection, template_id: str, next_run_at: float, cron: str, cron_timezone: str
+) -> None:
+    """Ingest: (re)schedule the template from `next_run_at` with this expression (resume,
+    update)."""
+    await conn.execute(
+        update(batch_templates)
+        .where(batch_templates.c.id == template_id)
+        .values(
+            status=TemplateStatus.SCHEDULED,
+            paused_reason=None,
+            next_run_at=next_run_at,
+            cron=cron,
+            cron_timezone=cron_timezone,
+        )
+    )
+
+
+async def reword_paused(conn: AsyncConnection, template_id: str, cron: str, cron_timezone: str) -> None:
+    """Ingest: change a paused template's expression; it stays paused."""
+    await conn.execute(
+        update(batch_templates)
+        .where(batch_templates.c.id == template_id)
+        .values(cron=cron, cron_timezone=cron_timezone)
+    )
+
+
+async def delete_template(conn: AsyncConnection, template_id: str) -> None:
+    """Ingest: remove the template; its runs stay (their `template_id` names it still)."""
+    await conn.execute(delete(batch_templates).where(batch_templates.c.id == template_id))

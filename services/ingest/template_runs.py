@@ -1,0 +1,136 @@
+"""TemplateRunsService.SpawnRun: create the run of a recurring template that is due.
+
+The scheduler calls it for each due time (`next_run_at`) it finds; any ingest replica may
+serve it. A run is created through the normal create path, as the key that created the
+template, so every check of a create applies at each run (records, budgets). Whatever the
+outcome, the due time is served in one conditional update of the template
+(`services.common.db.templates.claim_due_time`): the run's, inside the transaction that
+publishes it; a refusal's, recording why. A second caller serving the same due time changes
+nothing, and its run, if it made one, is discarded unpublished.
+
+Catch-up: the next due time is the expression's first time after the later of the due time
+and the caller's clock. After downtime, the one overdue due time makes one run, and the
+times missed meanwhile are skipped.
+
+An input file that was deleted or has expired pauses the template with that reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from sqlalchemy import Row, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.internal.v1 import scheduler_pb2_grpc, templates_pb2, templates_pb2_grpc
+from services.common import cron, errors
+from services.common.auth import Principal
+from services.common.db import Database
+from services.common.db import templates as store
+from services.common.db.schema import files
+from services.common.db.templates import PauseReason, TemplateStatus
+from services.ingest.batch_create import BatchCreator
+from services.ingest.submit import submit_batch
+from services.ingest.template_views import stored_request
+
+log = logging.getLogger(__name__)
+
+# Refusals that end a due time (recorded on the template). Anything else (503: spend could
+# not be checked, a lost connection) leaves the due time to the next call.
+FINAL_REFUSALS = frozenset({400, 402, 404, 409, 413, 422})
+
+
+class _AlreadyServed(Exception):
+    """Another call served this due time first."""
+
+
+class _DueTimeClaim:
+    """The `RunClaim` of one due time: the create publishes the run only if it takes it."""
+
+    def __init__(self, template_id: str, due_at: float, next_run_at: float) -> None:
+        self.template_id = template_id
+        self.due_at = due_at
+        self.next_run_at = next_run_at
+
+    async def claim(self, conn: AsyncConnection) -> None:
+        if not await store.claim_due_time(conn, self.template_id, self.due_at, self.next_run_at):
+            raise _AlreadyServed(self.template_id)
+
+
+async def _input_gone(conn: AsyncConnection, row: Row[Any], now: float) -> PauseReason | None:
+    """Why the template's input file can no longer be read, if it cannot."""
+    found = (
+        await conn.execute(
+            select(files.c.expires_at).where(
+                files.c.id == row.input_file_id, files.c.project_id == row.project_id
+            )
+        )
+    ).first()
+    if found is None:
+        return PauseReason.INPUT_FILE_DELETED
+    if found.expires_at is not None and found.expires_at <= now:
+        return PauseReason.INPUT_FILE_EXPIRED
+    return None
+
+
+class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
+    def __init__(
+        self,
+        db: Database,
+        creator: BatchCreator,
+        scheduler: scheduler_pb2_grpc.SchedulerServiceStub,
+        clock: Callable[[], float],
+    ) -> None:
+        self._db = db
+        self._creator = creator
+        self._scheduler = scheduler
+        self._clock = clock
+
+    async def SpawnRun(
+        self, request: templates_pb2.SpawnRunRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.SpawnRunResponse:
+        async with self._db.read() as conn:
+            row = await store.template_by_id(conn, request.template_id)
+            gone = await _input_gone(conn, row, time.time()) if row is not None else None
+        if row is None or row.status != TemplateStatus.SCHEDULED or row.next_run_at != request.due_at:
+            return templates_pb2.SpawnRunResponse(already_done=True)
+        next_run = cron.next_time(row.cron, row.cron_timezone, max(request.due_at, request.now))
+        if gone is not None:
+            message = f"The input file {row.input_file_id} was {gone.removeprefix('input_file_')}."
+            return await self._refused(row, request.due_at, next_run, gone, message, pause=gone)
+        claim = _DueTimeClaim(row.id, request.due_at, next_run)
+        caller = Principal(project_id=row.project_id, key_id=row.api_key_id)
+        try:
+            result = await self._creator.create(caller, stored_request(row), [], run_of=claim)
+        except _AlreadyServed:
+            return templates_pb2.SpawnRunResponse(already_done=True)
+        except errors.ApiError as exc:
+            if exc.status not in FINAL_REFUSALS:
+                raise
+            return await self._refused(row, request.due_at, next_run, exc.code or "refused", exc.message)
+        log.info("template %s: run %s for %.0f", row.id, result.batch.id, request.due_at)
+        await submit_batch(self._scheduler, result.batch.id)
+        return templates_pb2.SpawnRunResponse(batch_id=result.batch.id)
+
+    async def _refused(
+        self,
+        row: Row[Any],
+        due_at: float,
+        next_run: float,
+        code: str,
+        message: str,
+        pause: PauseReason | None = None,
+    ) -> templates_pb2.SpawnRunResponse:
+        """Record on the template why the run due at `due_at` was not created."""
+        async with self._db.write() as conn:
+            served = await store.claim_due_time(
+                conn, row.id, due_at, next_run, error={"code": code, "message": message}, pause=pause
+            )
+        if not served:
+            return templates_pb2.SpawnRunResponse(already_done=True)
+        log.warning("template %s: no run for %.0f: %s (%s)", row.id, due_at, code, message)
+        return templates_pb2.SpawnRunResponse(refused_code=code)

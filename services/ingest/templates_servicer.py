@@ -1,0 +1,118 @@
+"""BatchTemplateService: list, get, reschedule, pause, resume and delete recurring templates.
+
+A template belongs to a project like a batch: another project's template reads as 404.
+Resuming, and changing the expression of a scheduled template, set the next run to the
+expression's first time after now: times missed while paused are not made up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from sqlalchemy import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.v1 import templates_pb2, templates_pb2_grpc
+from services.common import cron, errors, paging, rest_input
+from services.common import proto_values as pv
+from services.common.auth import principal
+from services.common.db import Database
+from services.common.db import templates as store
+from services.common.db.templates import TemplateStatus
+from services.common.ids import plausible_id
+from services.ingest.template_views import TEMPLATE_OBJECT, template_message
+
+RECENT_RUNS = 10  # runs shown by GET /v1/batch_templates/{id}
+
+
+async def _visible(conn: AsyncConnection, template_id: str) -> Row[Any]:
+    """The caller's template, or 404 (unknown or another project's)."""
+    row = None
+    if plausible_id(template_id):
+        row = await store.project_template(conn, principal().project_id, template_id)
+    if row is None:
+        raise errors.not_found("batch template", template_id[:80], "template_id")
+    return row
+
+
+class TemplatesServicer(templates_pb2_grpc.BatchTemplateServiceServicer):
+    def __init__(self, db: Database, clock: Callable[[], float]) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def ListBatchTemplates(
+        self, request: templates_pb2.ListBatchTemplatesRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.ListBatchTemplatesResponse:
+        limit = paging.page_limit(request, default=20, maximum=100)
+        async with self._db.read() as conn:
+            if request.after:
+                try:
+                    await _visible(conn, request.after)
+                except errors.ApiError:
+                    raise paging.unknown_cursor("batch template", request.after[:80]) from None
+            rows = await store.list_templates(conn, principal().project_id, request.after, limit + 1)
+        page = [template_message(r) for r in rows[:limit]]
+        return templates_pb2.ListBatchTemplatesResponse(
+            object="list",
+            data=page,
+            has_more=len(rows) > limit,
+            first_id=pv.string_or_null(page[0].id if page else None),
+            last_id=pv.string_or_null(page[-1].id if page else None),
+        )
+
+    async def GetBatchTemplate(
+        self, request: templates_pb2.GetBatchTemplateRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.BatchTemplate:
+        async with self._db.read() as conn:
+            row = await _visible(conn, request.template_id)
+            runs = await store.recent_runs(conn, row.project_id, row.id, RECENT_RUNS)
+        return template_message(row, runs)
+
+    async def UpdateBatchTemplate(
+        self, request: templates_pb2.UpdateBatchTemplateRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.BatchTemplate:
+        request, _ = rest_input.decode_body(request)
+        if not request.cron and not request.cron_timezone:
+            raise errors.invalid("Give 'cron', 'cron_timezone' or both.", "missing_parameter", "cron")
+        async with self._db.write() as conn:
+            row = await _visible(conn, request.template_id)
+            expression = cron.check_expression(request.cron) if request.cron else row.cron
+            zone = cron.check_timezone(request.cron_timezone) if request.cron_timezone else row.cron_timezone
+            if row.status == TemplateStatus.SCHEDULED:
+                next_run = cron.next_time(expression, zone, self._clock())
+                await store.schedule_template(conn, row.id, next_run, expression, zone)
+            else:
+                await store.reword_paused(conn, row.id, expression, zone)
+            return template_message(await _visible(conn, row.id))
+
+    async def PauseBatchTemplate(
+        self, request: templates_pb2.PauseBatchTemplateRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.BatchTemplate:
+        """Pausing a paused template answers it unchanged (keeping the reason it paused for)."""
+        request, _ = rest_input.decode_body(request)
+        async with self._db.write() as conn:
+            row = await _visible(conn, request.template_id)
+            await store.pause_template(conn, row.id)
+            return template_message(await _visible(conn, row.id))
+
+    async def ResumeBatchTemplate(
+        self, request: templates_pb2.ResumeBatchTemplateRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.BatchTemplate:
+        """Resuming a scheduled template answers it unchanged."""
+        request, _ = rest_input.decode_body(request)
+        async with self._db.write() as conn:
+            row = await _visible(conn, request.template_id)
+            if row.status == TemplateStatus.PAUSED:
+                next_run = cron.next_time(row.cron, row.cron_timezone, self._clock())
+                await store.schedule_template(conn, row.id, next_run, row.cron, row.cron_timezone)
+            return template_message(await _visible(conn, row.id))
+
+    async def DeleteBatchTemplate(
+        self, request: templates_pb2.DeleteBatchTemplateRequest, context: grpc.aio.ServicerContext
+    ) -> templates_pb2.DeleteBatchTemplateResponse:
+        async with self._db.write() as conn:
+            row = await _visible(conn, request.template_id)
+            await store.delete_template(conn, row.id)
+        return templates_pb2.DeleteBatchTemplateResponse(id=row.id, object=TEMPLATE_OBJECT, deleted=True)
