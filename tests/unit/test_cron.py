@@ -70,7 +70,11 @@ def test_a_daily_time_in_the_spring_gap_runs_once_at_the_end_of_the_gap() -> Non
 def test_a_daily_time_in_the_repeated_autumn_hour_runs_once() -> None:
     # 02:30 happens twice in Paris on 2026-10-25: one run, at the first (CEST, 00:30 UTC).
     runs = _runs("30 2 * * *", PARIS, _utc(2026, 10, 24, 12), 3)
-    assert runs == [datetime(2026, 10, 25, 0, 30), datetime(2026, 10, 26, 1, 30), datetime(2026, 10, 27, 1, 30)]
+    assert runs == [
+        datetime(2026, 10, 25, 0, 30),
+        datetime(2026, 10, 26, 1, 30),
+        datetime(2026, 10, 27, 1, 30),
+    ]
 
 
 def test_an_hourly_expression_follows_real_time_across_the_autumn_change() -> None:
