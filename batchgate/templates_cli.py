@@ -28,8 +28,8 @@ def _describe(template: dict[str, Any]) -> None:
 
 
 def _listing(page: dict[str, Any]) -> None:
-    rows = [
-        (t["id"], t["status"], f"{t['cron']} ({t['cron_timezone']})", _when(t.get("next_run_at")))
+    rows: list[tuple[str, ...]] = [
+        (str(t["id"]), str(t["status"]), f"{t['cron']} ({t['cron_timezone']})", _when(t.get("next_run_at")))
         for t in page["data"]
     ]
     _table(("ID", "STATUS", "CRON", "NEXT RUN"), rows)
@@ -44,9 +44,14 @@ def cmd_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 
 
 def cmd_update(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    body = {k: v for k, v in (("cron", args.cron), ("cron_timezone", args.cron_timezone)) if v}
+    given = (
+        ("cron", args.cron),
+        ("cron_timezone", args.cron_timezone),
+        ("input_file_id", args.input_file_id),
+    )
+    body = {k: v for k, v in given if v}
     if not body:
-        raise CommandError(ExitCode.INVALID, "give --cron, --cron-timezone or both")
+        raise CommandError(ExitCode.INVALID, "give --cron, --cron-timezone or --input-file-id")
     return _show(args, api.update_template(args.template_id, body), _describe)
 
 
@@ -78,9 +83,10 @@ def add_commands(sub: Any) -> None:
     listing.add_argument("--limit", type=int, help="1..100 (default 20)")
     listing.add_argument("--after", help="page after this template id")
     verb("get", cmd_get, "show a template, its next run, last error and recent runs")
-    update = verb("update", cmd_update, "change the cron expression or its time zone")
+    update = verb("update", cmd_update, "change the cron expression, its time zone or the input file")
     update.add_argument("--cron", help="new 5-field expression")
     update.add_argument("--cron-timezone", help="new IANA time zone")
+    update.add_argument("--input-file-id", help="an uploaded purpose=batch file for the runs to come")
     verb("pause", cmd_pause, "stop spawning runs")
     verb("resume", cmd_resume, "spawn runs again, from the next time after now")
     verb("delete", cmd_delete, "delete the template (runs already created go on)")

@@ -39,16 +39,18 @@ class GetBatchTemplateRequest(_message.Message):
     def __init__(self, template_id: _Optional[str] = ...) -> None: ...
 
 class UpdateBatchTemplateRequest(_message.Message):
-    __slots__ = ("template_id", "cron", "cron_timezone", "http_body")
+    __slots__ = ("template_id", "cron", "cron_timezone", "input_file_id", "http_body")
     TEMPLATE_ID_FIELD_NUMBER: _ClassVar[int]
     CRON_FIELD_NUMBER: _ClassVar[int]
     CRON_TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FILE_ID_FIELD_NUMBER: _ClassVar[int]
     HTTP_BODY_FIELD_NUMBER: _ClassVar[int]
     template_id: str
     cron: str
     cron_timezone: str
+    input_file_id: str
     http_body: _httpbody_pb2.HttpBody
-    def __init__(self, template_id: _Optional[str] = ..., cron: _Optional[str] = ..., cron_timezone: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
+    def __init__(self, template_id: _Optional[str] = ..., cron: _Optional[str] = ..., cron_timezone: _Optional[str] = ..., input_file_id: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class PauseBatchTemplateRequest(_message.Message):
     __slots__ = ("template_id", "http_body")

@@ -88,7 +88,8 @@ class BatchTemplateServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateBatchTemplate(self, request, context):
-        """Changes the cron expression and/or its time zone; the next run is recomputed from now.
+        """Changes the cron expression, its time zone and/or the input file of future runs; the next
+        run of a scheduled template is recomputed from now.
         buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """

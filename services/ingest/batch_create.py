@@ -348,10 +348,12 @@ class BatchCreator:
         await check_webhook_url(request.webhook_url, self._settings)
         parse_priority(pv.to_python(request.priority))
         check_output_expiry(request)
+        await self.check_input_file(caller, request.input_file_id)
+
+    async def check_input_file(self, caller: Principal, file_id: str) -> None:
+        """404 unless `file_id` is the caller's; 400 unless it is an input a batch may read."""
         async with self._db.read() as conn:
-            self._check_source(
-                await visible_file(conn, caller.project_id, request.input_file_id, param="input_file_id")
-            )
+            self._check_source(await visible_file(conn, caller.project_id, file_id, param="input_file_id"))
 
     async def _open(
         self,

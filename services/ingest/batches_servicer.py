@@ -51,10 +51,10 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     ) -> batches_pb2.Batch:
         request, json_values = rest_input.decode_body(request, keep_json=("requests",))
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
-        if request.cron or request.cron_timezone:
-            return await self._templates.create(principal(), request, bool(inline))
-        request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
+        if request.cron or request.cron_timezone:
+            return await self._templates.create(principal(), request, bool(inline), key)
+        request.ClearField("requests")  # the records travel as `inline`
         result = await self._creator.create(principal(), request, inline, key)
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))

@@ -53,7 +53,9 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         batches_pb2_grpc.add_BatchServiceServicer_to_server(
             BatchesServicer(settings, db, scheduler, creator, TemplateMaker(db, creator, clock)), server
         )
-        templates_pb2_grpc.add_BatchTemplateServiceServicer_to_server(TemplatesServicer(db, clock), server)
+        templates_pb2_grpc.add_BatchTemplateServiceServicer_to_server(
+            TemplatesServicer(db, creator, clock), server
+        )
         internal_templates_pb2_grpc.add_TemplateRunsServiceServicer_to_server(
             TemplateRunsServicer(db, creator, scheduler, clock), server
         )

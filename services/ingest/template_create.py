@@ -29,9 +29,20 @@ class TemplateMaker:
         self._clock = clock
 
     async def create(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, has_inline: bool
+        self,
+        caller: Principal,
+        request: batches_pb2.CreateBatchRequest,
+        has_inline: bool,
+        idempotency_key: str | None,
     ) -> batches_pb2.Batch:
         """Store the template; 400 naming the problem when the request could not make runs."""
+        if idempotency_key is not None:
+            raise errors.invalid(
+                "Idempotency-Key is not supported with 'cron': a template is one object, listed "
+                "with GET /v1/batch_templates.",
+                "invalid_idempotency_key",
+                "Idempotency-Key",
+            )
         expression = cron.check_expression(request.cron)
         zone = cron.check_timezone(request.cron_timezone)
         if has_inline or not request.input_file_id:

@@ -12,7 +12,8 @@ Catch-up: the next due time is the expression's first time after the later of th
 and the caller's clock. After downtime, the one overdue due time makes one run, and the
 times missed meanwhile are skipped.
 
-An input file that was deleted or has expired pauses the template with that reason.
+A template pauses itself, with the reason, when its input file was deleted or has expired,
+or when the API key that created it (and as which its runs are created) was revoked.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from services.common import cron, errors
 from services.common.auth import Principal
 from services.common.db import Database
 from services.common.db import templates as store
-from services.common.db.schema import files
+from services.common.db.schema import api_keys, files
 from services.common.db.templates import PauseReason, TemplateStatus
 from services.ingest.batch_create import BatchCreator
 from services.ingest.submit import submit_batch
@@ -61,8 +62,16 @@ class _DueTimeClaim:
             raise _AlreadyServed(self.template_id)
 
 
-async def _input_gone(conn: AsyncConnection, row: Row[Any], now: float) -> PauseReason | None:
-    """Why the template's input file can no longer be read, if it cannot."""
+async def _why_paused(conn: AsyncConnection, row: Row[Any], now: float) -> tuple[PauseReason, str] | None:
+    """Why the template can make no run any more, if it cannot: (reason, message)."""
+    revoked = (
+        await conn.execute(select(api_keys.c.revoked_at).where(api_keys.c.id == row.api_key_id))
+    ).scalar()
+    if revoked is not None:
+        return (
+            PauseReason.API_KEY_REVOKED,
+            f"The API key {row.api_key_id} that created the template was revoked.",
+        )
     found = (
         await conn.execute(
             select(files.c.expires_at).where(
@@ -71,9 +80,9 @@ async def _input_gone(conn: AsyncConnection, row: Row[Any], now: float) -> Pause
         )
     ).first()
     if found is None:
-        return PauseReason.INPUT_FILE_DELETED
+        return PauseReason.INPUT_FILE_DELETED, f"The input file {row.input_file_id} was deleted."
     if found.expires_at is not None and found.expires_at <= now:
-        return PauseReason.INPUT_FILE_EXPIRED
+        return PauseReason.INPUT_FILE_EXPIRED, f"The input file {row.input_file_id} has expired."
     return None
 
 
@@ -95,13 +104,13 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
     ) -> templates_pb2.SpawnRunResponse:
         async with self._db.read() as conn:
             row = await store.template_by_id(conn, request.template_id)
-            gone = await _input_gone(conn, row, time.time()) if row is not None else None
+            paused = await _why_paused(conn, row, time.time()) if row is not None else None
         if row is None or row.status != TemplateStatus.SCHEDULED or row.next_run_at != request.due_at:
             return templates_pb2.SpawnRunResponse(already_done=True)
         next_run = cron.next_time(row.cron, row.cron_timezone, max(request.due_at, request.now))
-        if gone is not None:
-            message = f"The input file {row.input_file_id} was {gone.removeprefix('input_file_')}."
-            return await self._refused(row, request.due_at, next_run, gone, message, pause=gone)
+        if paused is not None:
+            reason, message = paused
+            return await self._refused(row, request.due_at, next_run, reason, message, pause=reason)
         claim = _DueTimeClaim(row.id, request.due_at, next_run)
         caller = Principal(project_id=row.project_id, key_id=row.api_key_id)
         try:

@@ -23,7 +23,9 @@ TEMPLATE_OBJECT = "batch_template"
 
 def stored_request(row: Row[Any]) -> batches_pb2.CreateBatchRequest:
     """The create request every run of the template is made from."""
-    return batches_pb2.CreateBatchRequest.FromString(row.create_request)
+    request = batches_pb2.CreateBatchRequest()
+    request.ParseFromString(row.create_request)
+    return request
 
 
 def _priority(request: batches_pb2.CreateBatchRequest) -> Any:

@@ -7,6 +7,7 @@ expression's first time after now: times missed while paused are not made up.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,8 @@ from services.common.db import Database
 from services.common.db import templates as store
 from services.common.db.templates import TemplateStatus
 from services.common.ids import plausible_id
-from services.ingest.template_views import TEMPLATE_OBJECT, template_message
+from services.ingest.batch_create import BatchCreator
+from services.ingest.template_views import TEMPLATE_OBJECT, stored_request, template_message
 
 RECENT_RUNS = 10  # runs shown by GET /v1/batch_templates/{id}
 
@@ -38,8 +40,9 @@ async def _visible(conn: AsyncConnection, template_id: str) -> Row[Any]:
 
 
 class TemplatesServicer(templates_pb2_grpc.BatchTemplateServiceServicer):
-    def __init__(self, db: Database, clock: Callable[[], float]) -> None:
+    def __init__(self, db: Database, creator: BatchCreator, clock: Callable[[], float]) -> None:
         self._db = db
+        self._creator = creator
         self._clock = clock
 
     async def ListBatchTemplates(
@@ -73,18 +76,32 @@ class TemplatesServicer(templates_pb2_grpc.BatchTemplateServiceServicer):
     async def UpdateBatchTemplate(
         self, request: templates_pb2.UpdateBatchTemplateRequest, context: grpc.aio.ServicerContext
     ) -> templates_pb2.BatchTemplate:
+        """A new expression or zone reschedules a scheduled template from now; a new input
+        file is checked as at create and read by the runs to come."""
         request, _ = rest_input.decode_body(request)
-        if not request.cron and not request.cron_timezone:
-            raise errors.invalid("Give 'cron', 'cron_timezone' or both.", "missing_parameter", "cron")
+        if not (request.cron or request.cron_timezone or request.input_file_id):
+            raise errors.invalid(
+                "Give 'cron', 'cron_timezone' or 'input_file_id'.", "missing_parameter", "cron"
+            )
+        expression = cron.check_expression(request.cron) if request.cron else None
+        zone = cron.check_timezone(request.cron_timezone) if request.cron_timezone else None
+        if request.input_file_id:
+            await self._creator.check_input_file(principal(), request.input_file_id)
         async with self._db.write() as conn:
             row = await _visible(conn, request.template_id)
-            expression = cron.check_expression(request.cron) if request.cron else row.cron
-            zone = cron.check_timezone(request.cron_timezone) if request.cron_timezone else row.cron_timezone
-            if row.status == TemplateStatus.SCHEDULED:
-                next_run = cron.next_time(expression, zone, self._clock())
-                await store.schedule_template(conn, row.id, next_run, expression, zone)
-            else:
-                await store.reword_paused(conn, row.id, expression, zone)
+            stored = stored_request(row)
+            stored.input_file_id = request.input_file_id or stored.input_file_id
+            change = store.TemplateChange(
+                cron=expression or row.cron,
+                cron_timezone=zone or row.cron_timezone,
+                input_file_id=stored.input_file_id,
+                create_request=stored.SerializeToString(deterministic=True),
+                next_run_at=None,
+            )
+            if row.status == TemplateStatus.SCHEDULED and (expression or zone):
+                next_run = cron.next_time(change.cron, change.cron_timezone, self._clock())
+                change = dataclasses.replace(change, next_run_at=next_run)
+            await store.change_template(conn, row.id, change)
             return template_message(await _visible(conn, row.id))
 
     async def PauseBatchTemplate(
@@ -105,8 +122,9 @@ class TemplatesServicer(templates_pb2_grpc.BatchTemplateServiceServicer):
         async with self._db.write() as conn:
             row = await _visible(conn, request.template_id)
             if row.status == TemplateStatus.PAUSED:
-                next_run = cron.next_time(row.cron, row.cron_timezone, self._clock())
-                await store.schedule_template(conn, row.id, next_run, row.cron, row.cron_timezone)
+                await store.resume_template(
+                    conn, row.id, cron.next_time(row.cron, row.cron_timezone, self._clock())
+                )
             return template_message(await _visible(conn, row.id))
 
     async def DeleteBatchTemplate(

@@ -22,6 +22,7 @@ from tests.support import (
     RunningStack,
     add_project,
     chat_records,
+    db_rows,
     fresh_database,
     run_cli,
     running_stack,
@@ -260,7 +261,9 @@ def test_a_run_refused_for_budget_is_recorded_on_the_template(clocked: tuple[Run
     act(client, created["id"], "pause")
 
 
-def test_a_template_whose_input_file_is_deleted_pauses_itself(clocked: tuple[RunningStack, Clock]) -> None:
+def test_a_template_whose_input_file_is_deleted_pauses_itself_until_given_another(
+    clocked: tuple[RunningStack, Clock],
+) -> None:
     stack, clock = clocked
     client = new_project(stack)
     source = upload(client, chat_records(1, prefix="gone"))
@@ -271,6 +274,61 @@ def test_a_template_whose_input_file_is_deleted_pauses_itself(clocked: tuple[Run
     assert shown["paused_reason"] == "input_file_deleted" and shown["next_run_at"] is None
     assert shown["last_error"]["code"] == "input_file_deleted" and source.id in shown["last_error"]["message"]
     assert runs(client, created["id"]) == []
+
+    with pytest.raises(openai.NotFoundError):
+        act(client, created["id"], input_file_id="file-unknown")
+    output_file = wait_for_batch(
+        client,
+        client.batches.create(
+            input_file_id=upload(client, chat_records(1, prefix="other")).id,
+            endpoint=ENDPOINT,
+            completion_window="24h",
+        ).id,
+    ).output_file_id
+    with pytest.raises(openai.BadRequestError) as caught:
+        act(client, created["id"], input_file_id=output_file)  # not an input
+    assert caught.value.body["code"] == "invalid_input_file"
+
+    replacement = upload(client, chat_records(2, prefix="again"))
+    changed = act(client, created["id"], input_file_id=replacement.id)
+    assert changed["input_file_id"] == replacement.id and changed["status"] == "paused"
+    resumed = act(client, created["id"], "resume")
+    clock.set(resumed["next_run_at"])
+    (run,) = wait_for_runs(client, created["id"], 1)
+    assert run.input_file_id == replacement.id
+    assert wait_for_batch(client, run.id).request_counts.completed == 2
+    act(client, created["id"], "pause")
+
+
+def test_a_template_whose_key_is_revoked_pauses_itself(clocked: tuple[RunningStack, Clock]) -> None:
+    stack, clock = clocked
+    name = f"tplkey-{uuid.uuid4().hex[:8]}"
+    add_project(stack, name)
+    created = schedule(stack.client(name), upload(stack.client(name), chat_records(1)).id, "50 * * * *")
+    (creator,) = db_rows(
+        stack.database_url, "SELECT api_key_id FROM batch_templates WHERE id = :t", t=created["id"]
+    )
+    add_project(stack, name)  # a second key of the project, to read the template with
+    db_rows(stack.database_url, "UPDATE api_keys SET revoked_at = 1 WHERE id = :k", k=creator[0])
+    clock.set(created["next_run_at"])
+    shown = eventually(lambda: (t := template(stack.client(name), created["id"]))["status"] == "paused" and t)
+    assert shown["paused_reason"] == "api_key_revoked" and creator[0] in shown["last_error"]["message"]
+    assert runs(stack.client(name), created["id"]) == []
+
+
+def test_an_idempotency_key_is_refused_with_cron(clocked: tuple[RunningStack, Clock]) -> None:
+    stack, _ = clocked
+    client = new_project(stack)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.batches.create(
+            input_file_id=upload(client, chat_records(1)).id,
+            endpoint=ENDPOINT,
+            completion_window="24h",
+            extra_body={"cron": "0 2 * * *"},
+            extra_headers={"Idempotency-Key": "nightly"},
+        )
+    assert caught.value.body["code"] == "invalid_idempotency_key"
+    assert client.get("/batch_templates", cast_to=object)["data"] == []
 
 
 def test_the_cli_drives_templates(clocked: tuple[RunningStack, Clock], tmp_path: Path) -> None:

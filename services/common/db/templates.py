@@ -33,6 +33,7 @@ class PauseReason(StrEnum):
     BY_USER = "paused_by_user"
     INPUT_FILE_DELETED = "input_file_deleted"
     INPUT_FILE_EXPIRED = "input_file_expired"
+    API_KEY_REVOKED = "api_key_revoked"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,31 +169,38 @@ async def pause_template(conn: AsyncConnection, template_id: str) -> None:
     )
 
 
-async def schedule_template(
-    conn: AsyncConnection, template_id: str, next_run_at: float, cron: str, cron_timezone: str
-) -> None:
-    """Ingest: (re)schedule the template from `next_run_at` with this expression (resume,
-    update)."""
+async def resume_template(conn: AsyncConnection, template_id: str, next_run_at: float) -> None:
+    """Ingest: schedule a paused template again, from `next_run_at`."""
     await conn.execute(
         update(batch_templates)
-        .where(batch_templates.c.id == template_id)
-        .values(
-            status=TemplateStatus.SCHEDULED,
-            paused_reason=None,
-            next_run_at=next_run_at,
-            cron=cron,
-            cron_timezone=cron_timezone,
-        )
+        .where(batch_templates.c.id == template_id, batch_templates.c.status == TemplateStatus.PAUSED)
+        .values(status=TemplateStatus.SCHEDULED, paused_reason=None, next_run_at=next_run_at)
     )
 
 
-async def reword_paused(conn: AsyncConnection, template_id: str, cron: str, cron_timezone: str) -> None:
-    """Ingest: change a paused template's expression; it stays paused."""
-    await conn.execute(
-        update(batch_templates)
-        .where(batch_templates.c.id == template_id)
-        .values(cron=cron, cron_timezone=cron_timezone)
-    )
+@dataclass(frozen=True, kw_only=True)
+class TemplateChange:
+    """What an update sets: the expression, the input of future runs, and (for a scheduled
+    template) its next run."""
+
+    cron: str
+    cron_timezone: str
+    input_file_id: str
+    create_request: bytes
+    next_run_at: float | None
+
+
+async def change_template(conn: AsyncConnection, template_id: str, change: TemplateChange) -> None:
+    """Ingest: apply an update (a paused template stays paused)."""
+    values: dict[str, Any] = {
+        "cron": change.cron,
+        "cron_timezone": change.cron_timezone,
+        "input_file_id": change.input_file_id,
+        "create_request": change.create_request,
+    }
+    if change.next_run_at is not None:
+        values["next_run_at"] = change.next_run_at
+    await conn.execute(update(batch_templates).where(batch_templates.c.id == template_id).values(**values))
 
 
 async def delete_template(conn: AsyncConnection, template_id: str) -> None:
