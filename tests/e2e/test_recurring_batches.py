@@ -233,6 +233,9 @@ def test_pause_resume_update_and_delete(clocked: tuple[RunningStack, Clock]) -> 
     with pytest.raises(openai.BadRequestError) as caught:
         act(client, tid, cron="30 4 * *")
     assert caught.value.body["code"] == "invalid_cron"
+    with pytest.raises(openai.BadRequestError) as caught:
+        act(client, tid)
+    assert caught.value.body["code"] == "missing_parameter"
     with pytest.raises(openai.NotFoundError):  # another project's template is not there
         template(stack.client("other"), tid)
     assert template(client, tid)["cron"] == "30 4 * * *"
@@ -247,6 +250,23 @@ def test_pause_resume_update_and_delete(clocked: tuple[RunningStack, Clock]) -> 
     clock.set(updated["next_run_at"] + 2 * 86400)
     time.sleep(QUIET_S)
     assert [r.id for r in runs(client, tid)] == [run.id]  # no run after the delete
+
+
+def test_templates_are_listed_in_pages(clocked: tuple[RunningStack, Clock]) -> None:
+    stack, _ = clocked
+    client = new_project(stack)
+    source = upload(client, chat_records(1, prefix="page"))
+    made = [schedule(client, source.id, f"{minute} 5 * * *")["id"] for minute in range(3)]
+    first = client.get("/batch_templates", cast_to=object, options={"params": {"limit": 2}})
+    assert [t["id"] for t in first["data"]] == made[:0:-1] and first["has_more"] is True
+    rest = client.get("/batch_templates", cast_to=object, options={"params": {"after": first["last_id"]}})
+    assert [t["id"] for t in rest["data"]] == made[:1] and rest["has_more"] is False
+    for query, code in (({"limit": 0}, "invalid_limit"), ({"after": "btpl_nope"}, "invalid_after")):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.get("/batch_templates", cast_to=object, options={"params": query})
+        assert caught.value.body["code"] == code
+    for template_id in made:
+        client.delete(f"/batch_templates/{template_id}", cast_to=object)
 
 
 def test_a_run_refused_for_budget_is_recorded_on_the_template(clocked: tuple[RunningStack, Clock]) -> None:
