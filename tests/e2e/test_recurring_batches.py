@@ -10,14 +10,25 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import openai
 import pytest
 
 from services.common import cron
+from tests.recurring_support import (
+    ENDPOINT,
+    QUIET_S,
+    Clock,
+    act,
+    eventually,
+    runs,
+    schedule,
+    template,
+    wait_for_runs,
+)
 from tests.support import (
     RunningStack,
     add_project,
@@ -30,27 +41,7 @@ from tests.support import (
     wait_for_batch,
 )
 
-ENDPOINT = "/v1/chat/completions"
 PARIS = "Europe/Paris"
-QUIET_S = 2.5  # more than two scheduler ticks: time for a wrong second run to appear
-
-T = TypeVar("T")
-
-
-class Clock:
-    """The stack's template clock: unix seconds in a file that the services read."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.set(time.time())
-
-    def now(self) -> float:
-        return float(self.path.read_text())
-
-    def set(self, at: float) -> None:
-        partial = self.path.with_suffix(".part")
-        partial.write_text(repr(float(at)))
-        partial.replace(self.path)
 
 
 @pytest.fixture(scope="module")
@@ -66,51 +57,10 @@ def clocked(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield stack, clock
 
 
-def eventually(probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
-
-
 def new_project(stack: RunningStack, budget_usd: float | None = None) -> Any:
     name = f"tpl-{uuid.uuid4().hex[:8]}"
     add_project(stack, name, budget_usd=budget_usd)
     return stack.client(name)
-
-
-def schedule(
-    client: Any, file_id: str, expression: str, zone: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"cron": expression, **extra}
-    if zone:
-        body["cron_timezone"] = zone
-    answer = client.batches.create(
-        input_file_id=file_id, endpoint=ENDPOINT, completion_window="24h", extra_body=body
-    )
-    return dict(answer.to_dict())
-
-
-def template(client: Any, template_id: str) -> dict[str, Any]:
-    return dict(client.get(f"/batch_templates/{template_id}", cast_to=object))
-
-
-def act(client: Any, template_id: str, action: str = "", **body: Any) -> dict[str, Any]:
-    path = f"/batch_templates/{template_id}" + (f"/{action}" if action else "")
-    return dict(client.post(path, body=body, cast_to=object))
-
-
-def runs(client: Any, template_id: str) -> list[Any]:
-    return list(client.batches.list(extra_query={"template_id": template_id}).data)
-
-
-def wait_for_runs(client: Any, template_id: str, count: int) -> list[Any]:
-    found = eventually(lambda: (r := runs(client, template_id)) and len(r) >= count and r)
-    assert len(found) == count, [r.id for r in found]
-    return found
 
 
 def test_a_cron_create_is_a_scheduled_template_and_each_due_time_makes_one_run(

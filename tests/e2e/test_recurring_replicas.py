@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from batchgate.internal.v1 import templates_pb2, templates_pb2_grpc
-from tests.e2e.test_recurring_batches import Clock, runs, schedule, wait_for_runs
+from tests.recurring_support import Clock, runs, schedule, wait_for_runs
 from tests.support import chat_records, db_rows, fresh_database, internal_channel, replicated_stack, upload
 
 pytestmark = pytest.mark.postgres
