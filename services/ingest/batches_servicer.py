@@ -18,6 +18,7 @@ from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.dialect import json_object_has
 from services.common.db.schema import batches
+from services.common.ids import plausible_id
 from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
@@ -112,6 +113,8 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             value = request.metadata_value or None
             conditions.append(json_object_has(self._db, batches.c.metadata, request.metadata_key, value))
         if request.template_id:
+            if not plausible_id(request.template_id):
+                raise errors.invalid("'template_id' is not a template id.", "invalid_value", "template_id")
             conditions.append(batches.c.template_id == request.template_id)
         return conditions
 

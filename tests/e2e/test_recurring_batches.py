@@ -69,8 +69,16 @@ def test_a_cron_create_is_a_scheduled_template_and_each_due_time_makes_one_run(
     stack, clock = clocked
     client = new_project(stack)
     source = upload(client, chat_records(2, prefix="nightly"))
+    hook = "http://127.0.0.1:9/nightly"  # loopback is allowed in test stacks; nobody listens
     created = schedule(
-        client, source.id, "0 2 * * *", PARIS, metadata={"team": "nightly"}, priority="expedited"
+        client,
+        source.id,
+        "0 2 * * *",
+        PARIS,
+        metadata={"team": "nightly"},
+        priority="expedited",
+        webhook_url=hook,
+        output_expires_after={"anchor": "created_at", "seconds": 7200},
     )
     first_due = cron.next_time("0 2 * * *", PARIS, clock.now())
     assert created["id"].startswith("btpl_") and created["object"] == "batch_template"
@@ -78,15 +86,18 @@ def test_a_cron_create_is_a_scheduled_template_and_each_due_time_makes_one_run(
     assert (created["cron"], created["cron_timezone"]) == ("0 2 * * *", PARIS)
     assert created["input_file_id"] == source.id and created["metadata"] == {"team": "nightly"}
     assert created["priority"] == "expedited" and created["request_counts"]["total"] == 0
+    assert created["webhook_url"] == hook
     assert client.batches.list().data == []  # a template is not a batch, and makes none yet
 
     clock.set(first_due)
     (run,) = wait_for_runs(client, created["id"], 1)
     assert run.to_dict()["template_id"] == created["id"]
     assert (run.input_file_id, run.endpoint, run.metadata) == (source.id, ENDPOINT, {"team": "nightly"})
-    assert run.to_dict()["priority"] == "expedited"
+    assert run.to_dict()["priority"] == "expedited" and run.to_dict()["webhook_url"] == hook
     done = wait_for_batch(client, run.id)
     assert done.status == "completed" and done.request_counts.completed == 2
+    output = client.files.retrieve(done.output_file_id)
+    assert output.expires_at == output.created_at + 7200  # the template's output_expires_after
 
     shown = template(client, created["id"])
     assert shown["last_run_at"] == first_due and shown["last_error"] is None
@@ -215,6 +226,10 @@ def test_templates_are_listed_in_pages(clocked: tuple[RunningStack, Clock]) -> N
         with pytest.raises(openai.BadRequestError) as caught:
             client.get("/batch_templates", cast_to=object, options={"params": query})
         assert caught.value.body["code"] == code
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.batches.list(extra_query={"template_id": "btpl_\x00"})
+    assert caught.value.body["param"] == "template_id"
+    assert runs(client, "btpl_unknown") == []  # runs of a deleted (or never made) template: none
     for template_id in made:
         client.delete(f"/batch_templates/{template_id}", cast_to=object)
 
