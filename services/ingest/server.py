@@ -39,12 +39,13 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     results_channel = rpc_client.channel(settings, "results", caller="ingest")
     scheduler = scheduler_pb2_grpc.SchedulerServiceStub(scheduler_channel)
     idempotency = IdempotencyKeys(db, settings.idempotency_ttl_s, settings.validating_timeout_s)
+    metrics = IngestMetrics(telemetry.meter("ingest"))
     creator = BatchCreator(
         settings,
         db,
         spend_pb2_grpc.SpendServiceStub(results_channel),
         idempotency,
-        IngestMetrics(telemetry.meter("ingest")),
+        metrics,
     )
     clock = cron.schedule_clock(settings.template_clock_file)
 
@@ -57,7 +58,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
             TemplatesServicer(db, creator, clock), server
         )
         internal_templates_pb2_grpc.add_TemplateRunsServiceServicer_to_server(
-            TemplateRunsServicer(db, creator, scheduler, clock), server
+            TemplateRunsServicer(db, creator, scheduler, clock, metrics), server
         )
         models_pb2_grpc.add_ModelsServiceServicer_to_server(ModelsServicer(settings), server)
         return [

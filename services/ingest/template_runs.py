@@ -35,6 +35,7 @@ from services.common.db import templates as store
 from services.common.db.schema import api_keys, files
 from services.common.db.templates import PauseReason, TemplateStatus
 from services.ingest.batch_create import BatchCreator
+from services.ingest.metrics import IngestMetrics
 from services.ingest.submit import submit_batch
 from services.ingest.template_views import stored_request
 
@@ -93,7 +94,9 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         creator: BatchCreator,
         scheduler: scheduler_pb2_grpc.SchedulerServiceStub,
         clock: Callable[[], float],
+        metrics: IngestMetrics,
     ) -> None:
+        self._metrics = metrics
         self._db = db
         self._creator = creator
         self._scheduler = scheduler
@@ -123,6 +126,7 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
             return await self._refused(row, request.due_at, next_run, exc.code or "refused", exc.message)
         log.info("template %s: run %s for %.0f", row.id, result.batch.id, request.due_at)
         await submit_batch(self._scheduler, result.batch.id)
+        self._metrics.template_runs.add(1, {"outcome": "created", "error_code": ""})
         return templates_pb2.SpawnRunResponse(batch_id=result.batch.id)
 
     async def _refused(
@@ -142,4 +146,5 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         if not served:
             return templates_pb2.SpawnRunResponse(already_done=True)
         log.warning("template %s: no run for %.0f: %s (%s)", row.id, due_at, code, message)
+        self._metrics.template_runs.add(1, {"outcome": "paused" if pause else "refused", "error_code": code})
         return templates_pb2.SpawnRunResponse(refused_code=code)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -34,6 +35,7 @@ from tests.support import (
     add_project,
     chat_records,
     db_rows,
+    free_port_run,
     fresh_database,
     run_cli,
     running_stack,
@@ -51,7 +53,11 @@ def clocked(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with (
         fresh_database(db_kind, tmp) as url,
         running_stack(
-            tmp, url, projects=("default", "other"), BATCHGATE_TEMPLATE_CLOCK_FILE=str(clock.path)
+            tmp,
+            url,
+            projects=("default", "other"),
+            BATCHGATE_TEMPLATE_CLOCK_FILE=str(clock.path),
+            BATCHGATE_METRICS_PORT=str(free_port_run(2)),  # the embedded process on P, executor 0 on P+1
         ) as stack,
     ):
         yield stack, clock
@@ -244,6 +250,9 @@ def test_a_run_refused_for_budget_is_recorded_on_the_template(clocked: tuple[Run
     assert shown["status"] == "scheduled" and shown["next_run_at"] == created["next_run_at"] + 3600
     assert runs(client, created["id"]) == [] and client.batches.list().data == []
     act(client, created["id"], "pause")
+    scraped = httpx.get(f"http://127.0.0.1:{stack.settings.metrics_port}/metrics", timeout=10).text
+    refused = 'batchgate_template_runs_total{error_code="key_budget_exceeded",outcome="refused"'
+    assert refused in scraped
 
 
 def test_a_template_whose_input_file_is_deleted_pauses_itself_until_given_another(
