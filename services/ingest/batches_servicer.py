@@ -1,8 +1,7 @@
-"""BatchService: create, get, list, cancel and update metadata."""
+"""BatchService: create, get, list, cancel and update metadata. A create with `cron` makes a
+recurring template instead (services.ingest.template_create)."""
 
 from __future__ import annotations
-
-import logging
 
 import grpc
 import orjson
@@ -25,8 +24,6 @@ from services.ingest.lookup import check_cursor, visible_batch
 from services.ingest.submit import submit_batch
 from services.ingest.template_create import TemplateMaker
 from services.ingest.views import batch_message
-
-log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 LISTED_STATUSES = tuple(ALLOWED_FROM)  # a batch is listed once it left `validating`
