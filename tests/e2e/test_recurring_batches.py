@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,21 @@ def test_a_cron_create_is_a_scheduled_template_and_each_due_time_makes_one_run(
     assert first.id == run.id and second.id != run.id
     act(client, created["id"], "resume")  # resuming a scheduled template changes nothing
     assert client.delete(f"/batch_templates/{created['id']}", cast_to=object)["deleted"] is True
+
+
+def test_a_daily_time_in_the_spring_gap_runs_at_the_end_of_the_gap(
+    clocked: tuple[RunningStack, Clock],
+) -> None:
+    stack, clock = clocked
+    client = new_project(stack)
+    clock.set(datetime(2026, 3, 28, 12, tzinfo=UTC).timestamp())  # Paris skips 02:00-03:00 on the 29th
+    created = schedule(client, upload(client, chat_records(1, prefix="dst")).id, "30 2 * * *", PARIS)
+    assert created["next_run_at"] == datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp()  # 03:00 CEST
+    clock.set(created["next_run_at"])
+    wait_for_runs(client, created["id"], 1)
+    after = template(client, created["id"])["next_run_at"]
+    assert after == datetime(2026, 3, 30, 0, 30, tzinfo=UTC).timestamp()  # 02:30 CEST again
+    act(client, created["id"], "pause")
 
 
 def test_due_times_missed_while_no_tick_came_make_one_catch_up_run(
