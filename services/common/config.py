@@ -149,7 +149,8 @@ class Settings:
     ingest_addrs: str = _setting(
         "",
         "BATCHGATE_INGEST_ADDRS",
-        "Comma-separated host:port of ingest replicas (Envoy's cluster). Empty: `127.0.0.1:<ingest_port>`.",
+        "Comma-separated host:port of ingest replicas (Envoy's cluster; the scheduler's recurring-batch "
+        "runs). Empty: `127.0.0.1:<ingest_port>`.",
     )
     scheduler_addrs: str = _setting(
         "",
