@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from batchgate import client_views as views
 from batchgate.api_client import ApiClient
-from batchgate.client_cli import Handler, _common_options, _runner, _show, _table, _when
+from batchgate.client_commands import Handler, add_verb, common_options
 from batchgate.exit_codes import CommandError, ExitCode
 
 
@@ -18,29 +19,34 @@ def _describe(template: dict[str, Any]) -> None:
     reason = f" ({template['paused_reason']})" if template.get("paused_reason") else ""
     print(f"{template['id']}  {template['status']}{reason}")
     print(f"  cron       {template['cron']} ({template['cron_timezone']})")
-    print(f"  next run   {_when(template.get('next_run_at'))}")
+    print(f"  next run   {views.when(template.get('next_run_at'))}")
     print(f"  input      {template['input_file_id']} -> {template['endpoint']}")
-    print(f"  last run   {_when(template.get('last_run_at'))}")
+    print(f"  last run   {views.when(template.get('last_run_at'))}")
     if template.get("last_error"):
         print(f"  last error {template['last_error']['code']}: {template['last_error']['message']}")
     for run in template.get("recent_runs") or []:
-        print(f"  run        {run['id']}  {run['status']}  {_when(run.get('created_at'))}")
+        print(f"  run        {run['id']}  {run['status']}  {views.when(run.get('created_at'))}")
 
 
 def _listing(page: dict[str, Any]) -> None:
     rows: list[tuple[str, ...]] = [
-        (str(t["id"]), str(t["status"]), f"{t['cron']} ({t['cron_timezone']})", _when(t.get("next_run_at")))
+        (
+            str(t["id"]),
+            str(t["status"]),
+            f"{t['cron']} ({t['cron_timezone']})",
+            views.when(t.get("next_run_at")),
+        )
         for t in page["data"]
     ]
-    _table(("ID", "STATUS", "CRON", "NEXT RUN"), rows)
+    views.table(("ID", "STATUS", "CRON", "NEXT RUN"), rows)
 
 
 def cmd_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.list_templates(limit=args.limit, after=args.after), _listing)
+    return views.show(args, api.list_templates(limit=args.limit, after=args.after), _listing)
 
 
 def cmd_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.get_template(args.template_id), _describe)
+    return views.show(args, api.get_template(args.template_id), _describe)
 
 
 def cmd_update(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -52,32 +58,28 @@ def cmd_update(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     body = {k: v for k, v in given if v}
     if not body:
         raise CommandError(ExitCode.INVALID, "give --cron, --cron-timezone or --input-file-id")
-    return _show(args, api.update_template(args.template_id, body), _describe)
+    return views.show(args, api.update_template(args.template_id, body), _describe)
 
 
 def cmd_pause(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.template_action(args.template_id, "pause"), _describe)
+    return views.show(args, api.template_action(args.template_id, "pause"), _describe)
 
 
 def cmd_resume(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.template_action(args.template_id, "resume"), _describe)
+    return views.show(args, api.template_action(args.template_id, "resume"), _describe)
 
 
 def cmd_delete(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.delete_template(args.template_id), lambda t: print(f"{t['id']} deleted"))
+    return views.show(args, api.delete_template(args.template_id), lambda t: print(f"{t['id']} deleted"))
 
 
 def add_commands(sub: Any) -> None:
-    common = _common_options()
+    common = common_options()
     templates = sub.add_parser("templates", help="recurring batches: list, show, pause, resume, delete")
     verbs = templates.add_subparsers(dest="templates_command", required=True)
 
     def verb(name: str, handler: Handler, help: str, with_id: bool = True) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = verbs.add_parser(name, parents=[common], help=help)
-        if with_id:
-            parser.add_argument("template_id")
-        parser.set_defaults(func=_runner(handler))
-        return parser
+        return add_verb(verbs, common, name, handler, help, *(("template_id",) if with_id else ()))
 
     listing = verb("list", cmd_list, "list templates, newest first", with_id=False)
     listing.add_argument("--limit", type=int, help="1..100 (default 20)")

@@ -14,12 +14,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select, update
-
-from services.common import errors
-from services.common.db import Database
-from services.common.db.schema import api_keys, projects
-from services.common.ids import api_key_id, project_id
+from batchgate.services.common import errors
+from batchgate.services.common.db import Database, projects
+from batchgate.services.common.ids import api_key_id, project_id
 
 KEY_PREFIX = "bg-"
 DEFAULT_PROJECT_NAME = "default"
@@ -71,15 +68,11 @@ def new_webhook_secret() -> str:
 async def ensure_project(db: Database, name: str = DEFAULT_PROJECT_NAME) -> str:
     """The id of the project called `name`, created if missing."""
     async with db.write() as conn:
-        existing = (await conn.execute(select(projects.c.id).where(projects.c.name == name))).scalar()
+        existing = await projects.id_by_name(conn, name)
         if existing:
             return existing
         new = project_id()
-        await conn.execute(
-            insert(projects).values(
-                id=new, name=name, created_at=time.time(), webhook_secret=new_webhook_secret()
-            )
-        )
+        await projects.insert_project(conn, project_id=new, name=name, webhook_secret=new_webhook_secret())
         return new
 
 
@@ -87,14 +80,7 @@ async def webhook_secret(db: Database, project_name: str, rotate: bool = False) 
     """The key that signs the webhooks of the project called `project_name` (None: no such
     project); `rotate` replaces it first."""
     async with db.write() as conn:
-        if rotate:
-            await conn.execute(
-                update(projects)
-                .where(projects.c.name == project_name)
-                .values(webhook_secret=new_webhook_secret())
-            )
-        query = select(projects.c.webhook_secret).where(projects.c.name == project_name)
-        return (await conn.execute(query)).scalar()
+        return await projects.webhook_secret(conn, project_name, new_webhook_secret() if rotate else None)
 
 
 async def create_key(
@@ -103,16 +89,14 @@ async def create_key(
     secret = KEY_PREFIX + secrets.token_urlsafe(30)
     key = CreatedKey(key_id=api_key_id(), project_id=project, secret=secret)
     async with db.write() as conn:
-        await conn.execute(
-            insert(api_keys).values(
-                id=key.key_id,
-                project_id=project,
-                name=name,
-                key_hash=hash_key(secret),
-                key_prefix=secret[:9],
-                created_at=time.time(),
-                budget_usd=budget_usd,
-            )
+        await projects.insert_key(
+            conn,
+            key_id=key.key_id,
+            project_id=project,
+            name=name,
+            key_hash=hash_key(secret),
+            key_prefix=secret[:9],
+            budget_usd=budget_usd,
         )
     return key
 
@@ -120,39 +104,24 @@ async def create_key(
 async def find_project(db: Database, name: str) -> str | None:
     """The id of the project called `name` (or whose id is `name`), if any."""
     async with db.read() as conn:
-        return (
-            await conn.execute(
-                select(projects.c.id).where((projects.c.name == name) | (projects.c.id == name))
-            )
-        ).scalar()
+        return await projects.find(conn, name)
 
 
 async def set_key_budget(db: Database, key_id: str, budget_usd: float | None) -> bool:
     """Set or (None) remove a key's spend cap; whether the key exists."""
     async with db.write() as conn:
-        result = await conn.execute(
-            update(api_keys).where(api_keys.c.id == key_id).values(budget_usd=budget_usd)
-        )
-        return result.rowcount == 1
+        return await projects.set_key_budget(conn, key_id, budget_usd)
 
 
 async def set_project_budget(db: Database, project: str, budget_usd: float | None) -> bool:
     """Set or (None) remove a project's spend cap; whether the project exists."""
     async with db.write() as conn:
-        result = await conn.execute(
-            update(projects).where(projects.c.id == project).values(budget_usd=budget_usd)
-        )
-        return result.rowcount == 1
+        return await projects.set_project_budget(conn, project, budget_usd)
 
 
 async def revoke_key(db: Database, key_id: str) -> bool:
     async with db.write() as conn:
-        result = await conn.execute(
-            update(api_keys)
-            .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-            .values(revoked_at=time.time())
-        )
-        return result.rowcount == 1
+        return await projects.revoke_key(conn, key_id)
 
 
 class KeyVerifier:
@@ -177,13 +146,7 @@ class KeyVerifier:
         cached = self._cache.get(digest)
         if cached is None or cached[1] < now:
             async with self._db.read() as conn:
-                row = (
-                    await conn.execute(
-                        select(api_keys.c.id, api_keys.c.project_id).where(
-                            api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None)
-                        )
-                    )
-                ).first()
+                row = await projects.key_owner(conn, digest)
             found = Principal(project_id=row.project_id, key_id=row.id) if row else None
             if len(self._cache) > 10_000:
                 self._cache.clear()

@@ -1,117 +1,42 @@
-"""Every setting, limit and default of batchgate, in one place.
+"""Every process-wide setting, limit and default of batchgate, in one place.
 
-Values come from, in rising precedence: the defaults below, an optional YAML file
-(`--config FILE` or `BATCHGATE_CONFIG`; keys are the field names), and `BATCHGATE_*`
-environment variables (each field's `env`). README.md's configuration table lists the same
-fields; `tests/unit/test_config.py` keeps the two in step.
-
-Providers and models (what the executor calls, and which public model names are offered)
-come only from the YAML file; without one, every model is served by the built-in simulator.
+Each field's `env` names its environment variable and `doc` says what it does; README.md's
+settings and limits tables are generated from them (`make gen`, `tools/config_docs.py`) and a
+test fails when they are stale. Values are loaded and checked by
+`batchgate.services.common.loading.load_settings`; the provider/model catalogue is
+`batchgate.services.common.catalogue`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import os
-import re
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
 
 MIB = 1024 * 1024
+LOG_FORMATS = ("auto", "json", "text")
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _setting(default: Any, env: str, doc: str) -> Any:
     return field(default=default, metadata={"env": env, "doc": doc})
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff for transient upstream failures (429, 5xx, timeouts, connection errors)."""
-
-    initial_interval_s: float = 1.0
-    """Wait before the first retry."""
-    backoff_coefficient: float = 2.0
-    """Each wait is the previous one times this."""
-    max_interval_s: float = 60.0
-    """No wait is longer than this (a longer `Retry-After` is honoured, up to the time limit)."""
-    max_attempts: int = 5
-    """Upstream calls per model before its fallback (if any) is tried."""
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per million tokens, before the batch discount."""
-
-    input_per_mtok: float = 0.0
-    cached_input_per_mtok: float | None = None
-    output_per_mtok: float = 0.0
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """One upstream: an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) or Anthropic."""
-
-    name: str
-    """What models name in their `provider`."""
-    kind: str = "openai"
-    """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
-    base_url: str = ""
-    """Up to and including the version segment, e.g. `https://api.openai.com/v1`."""
-    api_keys: tuple[str, ...] = ()
-    """Key pool, used round-robin, skipping a key while it rests after a 429; `${ENV_VAR}`
-    references are expanded (`api_key:` for a single key)."""
-    max_concurrency: int = 64
-    """Requests in flight to this provider per executor process (the adaptive limit's ceiling)."""
-    min_concurrency: int = 1
-    """The adaptive limit's floor."""
-    adaptive_concurrency: bool = True
-    """Find the provider's capacity from its 429s and stay just below it (else: always
-    `max_concurrency`)."""
-    requests_per_minute: int = 0
-    """Budget per key for the whole deployment, however many executors share it; 0: none."""
-    tokens_per_minute: int = 0
-    """Token budget per key (prompt estimate + max tokens, corrected by usage); 0: none."""
-    rate_limit_cooldown_s: float = 5.0
-    """A key whose window the provider reports spent (`x-ratelimit-remaining-*: 0`) without a
-    reset time rests this long."""
-    timeout_s: float | None = None
-    """Per-request time limit; defaults to the global `request_timeout_s`."""
-    anthropic_version: str = "2023-06-01"
-    """`anthropic-version` header sent to a provider of kind `anthropic`."""
-    default_max_tokens: int = 4096
-    """`max_tokens` sent to Anthropic when a request sets neither `max_tokens` nor
-    `max_completion_tokens` (Anthropic requires one)."""
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """A public model name and where it runs."""
-
-    name: str
-    """What users put in `body.model`."""
-    provider: str
-    upstream_model: str = ""
-    """The provider's own name for it; defaults to `name`."""
-    fallbacks: tuple[str, ...] = ()
-    """Public model names tried in order once this one's retries are spent."""
-    price: Price = Price()
-    endpoints: tuple[str, ...] = ()
-    """Endpoints this model serves; empty means every supported endpoint."""
-
-    @property
-    def served_endpoints(self) -> tuple[str, ...]:
-        """The endpoints a batch using this model may target."""
-        return self.endpoints or SUPPORTED_ENDPOINTS
-
-
-LOG_FORMATS = ("auto", "json", "text")
-SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
-SIMULATED_PROVIDER = "simulated"
+def parse_window(window: str) -> int:
+    """'24h' → 86400; units s, m, h, d (short windows are for tests and demos). ValueError when
+    it is not a positive `<number><unit>`."""
+    try:
+        seconds = int(window[:-1]) * WINDOW_UNITS[window[-1]]
+    except (KeyError, ValueError, IndexError):
+        raise ValueError(f"unreadable completion window {window!r}") from None
+    if seconds <= 0:
+        raise ValueError(f"unreadable completion window {window!r}")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -396,7 +321,7 @@ class Settings:
             return [a.strip() for a in raw.split(",") if a.strip()]
         return [f"127.0.0.1:{getattr(self, f'{service}_port')}"]
 
-    def metrics_port_of(self, services: tuple[str, ...] | list[str], executor_index: int = 0) -> int:
+    def metrics_port_of(self, services: Sequence[str], executor_index: int = 0) -> int:
         """The scrape port of a process hosting `services` (0: none): executors are offset so
         that several of them and the core process fit on one host."""
         if not self.metrics_port or list(services) != ["executor"]:
@@ -433,195 +358,3 @@ class Settings:
 def env_fields() -> list[dataclasses.Field[Any]]:
     """Settings that an environment variable can set (the README table lists these)."""
     return [f for f in dataclasses.fields(Settings) if "env" in f.metadata]
-
-
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _expand(value: str, environ: Mapping[str, str]) -> str:
-    return _ENV_REF.sub(lambda m: environ.get(m.group(1), ""), value)
-
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
-
-
-def _bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text not in _TRUE + _FALSE:
-        raise ValueError(f"expected true or false, not {raw!r}")
-    return text in _TRUE
-
-
-def _cast(raw: Any, type_name: str) -> Any:
-    """Settings' annotations are strings (postponed evaluation): int, float, bool or str."""
-    return {"int": int, "float": float, "bool": _bool}.get(type_name, str)(raw)
-
-
-def _simulated_catalogue(settings: Settings) -> tuple[tuple[ProviderConfig, ...], tuple[ModelConfig, ...]]:
-    """Providers/models used when no YAML names any: everything runs on `batchgate simulate`."""
-    base = f"http://{settings.simulator_host}:{settings.simulator_port}"
-    providers = (
-        ProviderConfig(name=SIMULATED_PROVIDER, kind="openai", base_url=f"{base}/v1", api_keys=("sim",)),
-        ProviderConfig(
-            name="simulated-anthropic", kind="anthropic", base_url=f"{base}/v1", api_keys=("sim",)
-        ),
-    )
-    cheap = Price(input_per_mtok=0.15, cached_input_per_mtok=0.075, output_per_mtok=0.6)
-    models = (
-        ModelConfig(name="gpt-4o-mini", provider=SIMULATED_PROVIDER, price=cheap),
-        ModelConfig(
-            name="gpt-4o",
-            provider=SIMULATED_PROVIDER,
-            price=Price(input_per_mtok=2.5, cached_input_per_mtok=1.25, output_per_mtok=10.0),
-        ),
-        ModelConfig(
-            name="text-embedding-3-small",
-            provider=SIMULATED_PROVIDER,
-            price=Price(input_per_mtok=0.02),
-            endpoints=("/v1/embeddings",),
-        ),
-        ModelConfig(
-            name="claude-haiku-4-5",
-            provider="simulated-anthropic",
-            price=Price(input_per_mtok=1.0, cached_input_per_mtok=0.1, output_per_mtok=5.0),
-            endpoints=("/v1/chat/completions",),
-        ),
-    )
-    return providers, models
-
-
-def _parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if "retry" in doc:
-        out["retry"] = RetryPolicy(**doc["retry"])
-    providers = []
-    for p in doc.get("providers") or ():
-        p = dict(p)
-        keys = p.pop("api_keys", None) or ([p.pop("api_key")] if "api_key" in p else [])
-        providers.append(ProviderConfig(**p, api_keys=tuple(_expand(str(k), environ) for k in keys)))
-    models = []
-    for m in doc.get("models") or ():
-        models.append(
-            ModelConfig(
-                name=m["name"],
-                provider=m["provider"],
-                upstream_model=m.get("upstream_model", ""),
-                fallbacks=tuple(m.get("fallbacks") or ()),
-                endpoints=tuple(m.get("endpoints") or ()),
-                price=Price(**(m.get("price") or {})),
-            )
-        )
-    if providers:
-        out["providers"] = tuple(providers)
-    if models:
-        out["models"] = tuple(models)
-    return out
-
-
-def load_settings(
-    config_file: str | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
-) -> Settings:
-    """Defaults ← YAML file ← environment ← explicit overrides."""
-    environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    path = config_file or environ.get("BATCHGATE_CONFIG")
-    if path:
-        doc = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(doc, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level")
-        scalar_names = {f.name for f in env_fields()}
-        unknown = set(doc) - scalar_names - {"retry", "providers", "models"}
-        if unknown:
-            raise ValueError(f"{path}: unknown settings {sorted(unknown)}")
-        values.update({k: v for k, v in doc.items() if k in scalar_names})
-        values.update(_parse_catalogue(doc, environ))
-    for f in env_fields():
-        if f.metadata["env"] in environ:
-            values[f.name] = environ[f.metadata["env"]]
-    values.update(overrides)
-    for f in env_fields():
-        if f.name in values:
-            values[f.name] = _cast(values[f.name], f.type)
-    settings = Settings(**values)
-    if not settings.providers:
-        providers, models = _simulated_catalogue(settings)
-        settings = dataclasses.replace(settings, providers=providers, models=settings.models or models)
-    _check_limits(settings)
-    _check_catalogue(settings)
-    _check_values(settings)
-    return _anthropic_endpoints(settings)
-
-
-ANTHROPIC_ENDPOINTS = ("/v1/chat/completions",)
-
-
-def _check_provider(p: ProviderConfig) -> None:
-    if p.kind not in ("openai", "anthropic"):
-        raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
-    if not 1 <= p.min_concurrency <= p.max_concurrency:
-        raise ValueError(f"provider {p.name}: need 1 <= min_concurrency <= max_concurrency")
-    if p.requests_per_minute < 0 or p.tokens_per_minute < 0 or p.rate_limit_cooldown_s < 0:
-        raise ValueError(f"provider {p.name}: budgets and cool-down must not be negative")
-    if p.default_max_tokens < 1:
-        raise ValueError(f"provider {p.name}: default_max_tokens must be at least 1")
-
-
-def _anthropic_endpoints(settings: Settings) -> Settings:
-    """Models on an Anthropic provider serve chat completions only (translated to Messages)."""
-    kinds = {p.name: p.kind for p in settings.providers}
-    models = []
-    for m in settings.models:
-        if kinds.get(m.provider) == "anthropic":
-            if set(m.endpoints) - set(ANTHROPIC_ENDPOINTS):
-                raise ValueError(f"model {m.name}: an anthropic provider serves only {ANTHROPIC_ENDPOINTS}")
-            m = dataclasses.replace(m, endpoints=ANTHROPIC_ENDPOINTS)
-        models.append(m)
-    return dataclasses.replace(settings, models=tuple(models))
-
-
-def _check_retry(retry: RetryPolicy) -> None:
-    if retry.max_attempts < 1 or retry.backoff_coefficient < 1:
-        raise ValueError("retry: max_attempts and backoff_coefficient must be at least 1")
-    if retry.initial_interval_s < 0 or retry.max_interval_s < 0:
-        raise ValueError("retry: intervals must not be negative")
-
-
-def _check_values(settings: Settings) -> None:
-    for name in ("batch_discount_standard", "batch_discount_expedited"):
-        if not 0.0 <= getattr(settings, name) <= 1.0:
-            raise ValueError(f"{name} must be between 0 and 1")
-    if not 0.0 <= settings.trace_sample_ratio <= 1.0:
-        raise ValueError("trace_sample_ratio must be between 0 and 1")
-    if settings.log_format not in LOG_FORMATS:
-        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}")
-    if not 0 <= settings.metrics_port <= 65535:
-        raise ValueError("metrics_port must be a port number (0: off)")
-    try:
-        _ = settings.webhook_allowed_network_list
-    except ValueError as exc:
-        raise ValueError(f"webhook_allowed_networks: {exc}") from None
-
-
-MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
-
-
-def _check_limits(settings: Settings) -> None:
-    if not 1 <= settings.max_custom_id_length <= MAX_CUSTOM_ID_COLUMN:
-        raise ValueError(f"max_custom_id_length must be between 1 and {MAX_CUSTOM_ID_COLUMN}")
-
-
-def _check_catalogue(settings: Settings) -> None:
-    _check_retry(settings.retry)
-    names = {p.name for p in settings.providers}
-    for p in settings.providers:
-        _check_provider(p)
-    models = {m.name for m in settings.models}
-    for m in settings.models:
-        if m.provider not in names:
-            raise ValueError(f"model {m.name}: unknown provider {m.provider!r}")
-        for fb in m.fallbacks:
-            if fb not in models:
-                raise ValueError(f"model {m.name}: unknown fallback {fb!r}")

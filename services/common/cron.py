@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from services.common import errors
+from batchgate.services.common import errors
 
 DEFAULT_TIMEZONE = "UTC"
 CRON_FIELDS = 5

@@ -19,10 +19,11 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from services.common import telemetry
-from services.common.config import ModelConfig, ProviderConfig
-from services.executor.upstream import UpstreamAnswer, UpstreamRequest
-from services.executor.usage import usage_of
+from batchgate.services.common import telemetry
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig
+from batchgate.services.common.states import ItemState
+from batchgate.services.executor.upstream import UpstreamAnswer, UpstreamRequest
+from batchgate.services.executor.usage import usage_of
 
 CONTENT_MAX_CHARS = 16384
 REQUEST_PARAMETERS = {
@@ -75,7 +76,7 @@ def end_run(span: trace.Span, outcome: recorder_pb2.Outcome) -> None:
     succeeded = outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED
     span.set_attributes(
         {
-            "batchgate.outcome": "succeeded" if succeeded else "failed",
+            "batchgate.outcome": ItemState.SUCCEEDED if succeeded else ItemState.FAILED,
             "batchgate.attempts": outcome.attempts,
             "batchgate.model": outcome.model,
             "batchgate.provider": outcome.provider,

@@ -5,28 +5,26 @@ from __future__ import annotations
 
 import grpc
 import orjson
-from sqlalchemy import ColumnElement, select, update
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.services.common import errors, paging, rest_input
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.auth import principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches
+from batchgate.services.common.ids import plausible_id
+from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
+from batchgate.services.ingest.create_checks import check_metadata
+from batchgate.services.ingest.idempotency import key_from_metadata
+from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.submit import submit_batch
+from batchgate.services.ingest.template_create import TemplateMaker
+from batchgate.services.ingest.views import batch_message
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import errors, paging, rest_input
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.batch_status import ALLOWED_FROM
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import json_object_has
-from services.common.db.schema import batches
-from services.common.ids import plausible_id
-from services.ingest.batch_create import BatchCreator, CreateResult, check_metadata
-from services.ingest.idempotency import key_from_metadata
-from services.ingest.lookup import check_cursor, visible_batch
-from services.ingest.submit import submit_batch
-from services.ingest.template_create import TemplateMaker
-from services.ingest.views import batch_message
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
-LISTED_STATUSES = tuple(ALLOWED_FROM)  # a batch is listed once it left `validating`
+LISTED_STATUSES = tuple(BATCH_TRANSITIONS)  # a batch is listed once it left `validating`
 
 
 class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
@@ -76,44 +74,36 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     ) -> batches_pb2.ListBatchesResponse:
         limit = paging.page_limit(request, default=20, maximum=100)
         project = principal().project_id
-        query = select(batches).where(batches.c.project_id == project, batches.c.status != "validating")
-        for condition in self._list_filters(request):
-            query = query.where(condition)
+        self._check_list_filters(request)
         async with self._db.read() as conn:
             if request.after:
                 await check_cursor(conn, project, "batch", request.after)
-                query = query.where(batches.c.id < request.after)
-            rows = (await conn.execute(query.order_by(batches.c.id.desc()).limit(limit + 1))).all()
+            rows = await batches.page(
+                self._db,
+                conn,
+                project,
+                status=request.status,
+                metadata_key=request.metadata_key,
+                metadata_value=request.metadata_value or None,
+                template_id=request.template_id,
+                after=request.after,
+                limit=limit + 1,
+            )
         page = [batch_message(r) for r in rows[:limit]]
-        return batches_pb2.ListBatchesResponse(
-            object="list",
-            data=page,
-            has_more=len(rows) > limit,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
-    def _list_filters(self, request: batches_pb2.ListBatchesRequest) -> list[ColumnElement[bool]]:
-        """The `status` and `metadata_key`/`metadata_value` filters of a listing, checked."""
-        conditions = []
-        if request.status:
-            if request.status not in LISTED_STATUSES:
-                raise errors.invalid(
-                    f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
-                )
-            conditions.append(batches.c.status == request.status)
+    def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
+        """The `status`, `metadata_key`/`metadata_value` and `template_id` filters of a listing."""
+        if request.status and request.status not in LISTED_STATUSES:
+            raise errors.invalid(
+                f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
+            )
         if request.metadata_value and not request.metadata_key:
             raise errors.invalid(
                 "'metadata_value' needs 'metadata_key'.", "invalid_metadata_filter", "metadata_value"
             )
-        if request.metadata_key:
-            value = request.metadata_value or None
-            conditions.append(json_object_has(self._db, batches.c.metadata, request.metadata_key, value))
-        if request.template_id:
-            if not plausible_id(request.template_id):
-                raise errors.invalid("'template_id' is not a template id.", "invalid_value", "template_id")
-            conditions.append(batches.c.template_id == request.template_id)
-        return conditions
+        if request.template_id and not plausible_id(request.template_id):
+            raise errors.invalid("'template_id' is not a template id.", "invalid_value", "template_id")
 
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
@@ -127,7 +117,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.read() as conn:
             found = await visible_batch(conn, project, request.batch_id)
         row = found
-        if found.status == "in_progress":
+        if found.status == BatchStatus.IN_PROGRESS:
             try:
                 await self._scheduler.CancelBatch(
                     scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
@@ -138,7 +128,10 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 ) from exc
             async with self._db.read() as conn:
                 row = await visible_batch(conn, project, request.batch_id)
-        being_cancelled = row.status in ("cancelling", "cancelled") or row.end_status == "cancelled"
+        being_cancelled = (
+            row.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED)
+            or row.end_status == BatchStatus.CANCELLED
+        )
         if not being_cancelled:
             raise errors.conflict(
                 f"Batch '{row.id}' is {found.status} and can no longer be cancelled.", "batch_not_cancellable"
@@ -154,9 +147,5 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         project = principal().project_id
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
-            await conn.execute(
-                update(batches)
-                .where(batches.c.id == row.id)
-                .values(metadata=orjson.dumps(metadata).decode() if metadata else None)
-            )
+            await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
             return batch_message(await visible_batch(conn, project, request.batch_id))

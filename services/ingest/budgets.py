@@ -10,13 +10,11 @@ spend: a batch created under budget runs to the end.
 from __future__ import annotations
 
 import grpc
-from sqlalchemy import select
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
-from services.common import errors
-from services.common.auth import Principal
-from services.common.db import Database
-from services.common.db.schema import api_keys, projects
+from batchgate.services.common import errors
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.db import Database, projects
 
 SPEND_TIMEOUT_S = 10.0
 
@@ -24,15 +22,7 @@ SPEND_TIMEOUT_S = 10.0
 async def check_budgets(db: Database, spend: spend_pb2_grpc.SpendServiceStub, caller: Principal) -> None:
     """402 `key_budget_exceeded` / `project_budget_exceeded` when a budget is used up."""
     async with db.read() as conn:
-        row = (
-            await conn.execute(
-                select(
-                    api_keys.c.budget_usd.label("key_budget"), projects.c.budget_usd.label("project_budget")
-                )
-                .select_from(api_keys.join(projects, projects.c.id == api_keys.c.project_id))
-                .where(api_keys.c.id == caller.key_id)
-            )
-        ).first()
+        row = await projects.budgets(conn, caller.key_id)
     if row is None or (row.key_budget is None and row.project_budget is None):
         return
     try:

@@ -7,26 +7,22 @@ from collections.abc import AsyncIterator
 
 import grpc
 from google.api import httpbody_pb2
-from sqlalchemy import and_, delete, insert, select
 
+from batchgate.services.common import errors, paging
+from batchgate.services.common.auth import principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches, files
+from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob
+from batchgate.services.common.ids import file_id
+from batchgate.services.common.states import ACCEPTED_PURPOSES, BatchStatus
+from batchgate.services.ingest.lookup import check_cursor, visible_file
+from batchgate.services.ingest.upload import receive_upload
+from batchgate.services.ingest.views import file_message
 from batchgate.v1 import files_pb2, files_pb2_grpc
-from services.common import errors, paging
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.schema import batches, files
-from services.common.ids import file_id
-from services.common.storage import BlobWriter, delete_blob, read_blob
-from services.ingest.lookup import check_cursor, visible_file
-from services.ingest.upload import receive_upload
-from services.ingest.views import file_message
 
-ACCEPTED_PURPOSES = ("batch",)
 FORM_FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")  # besides `file`
 MIN_EXPIRY_S = 3600
 MAX_EXPIRY_S = 30 * 24 * 3600
-OPEN_BATCH_STATUSES = ("validating", "in_progress", "finalizing", "cancelling")
 JSONL = "application/jsonl"
 
 
@@ -70,7 +66,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         purpose = fields.get("purpose")
         if (final or purpose is not None) and purpose not in ACCEPTED_PURPOSES:
             raise errors.invalid(
-                f"'purpose' must be one of {list(ACCEPTED_PURPOSES)}, not {purpose!r}.",
+                f"'purpose' must be one of {[p.value for p in ACCEPTED_PURPOSES]}, not {purpose!r}.",
                 "invalid_purpose",
                 "purpose",
             )
@@ -94,21 +90,19 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
             ident = file_id()
             async with self._db.write() as conn:
                 blob = await writer.finish(conn)
-                await conn.execute(
-                    insert(files).values(
-                        id=ident,
-                        project_id=caller.project_id,
-                        filename=upload.filename or "upload.jsonl",
-                        purpose=upload.fields["purpose"],
-                        bytes=upload.size,
-                        line_count=upload.line_count,
-                        blob_id=blob,
-                        status="processed",
-                        created_at=now,
-                        expires_at=expires_at,
-                    )
+                await files.insert_file(
+                    conn,
+                    file_id=ident,
+                    project_id=caller.project_id,
+                    filename=upload.filename or "upload.jsonl",
+                    purpose=upload.fields["purpose"],
+                    blob_id=blob,
+                    size=upload.size,
+                    line_count=upload.line_count,
+                    created_at=now,
+                    expires_at=expires_at,
                 )
-                row = (await conn.execute(select(files).where(files.c.id == ident))).one()
+                row = await files.get(conn, ident)
         except BaseException:
             await writer.abort()
             raise
@@ -122,30 +116,21 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         order = request.order or "desc"
         if order not in ("asc", "desc"):
             raise errors.invalid("'order' must be 'asc' or 'desc'.", "invalid_order", "order")
-        now = time.time()
-        query = select(files).where(
-            files.c.project_id == caller.project_id,
-            (files.c.expires_at.is_(None)) | (files.c.expires_at > now),
-        )
-        if request.purpose:
-            if "\x00" in request.purpose:
-                raise errors.invalid("'purpose' is not a file purpose.", "invalid_purpose", "purpose")
-            query = query.where(files.c.purpose == request.purpose)
-        if request.after:
-            query = query.where(files.c.id > request.after if order == "asc" else files.c.id < request.after)
-        query = query.order_by(files.c.id.asc() if order == "asc" else files.c.id.desc()).limit(limit + 1)
+        if "\x00" in request.purpose:
+            raise errors.invalid("'purpose' is not a file purpose.", "invalid_purpose", "purpose")
         async with self._db.read() as conn:
             if request.after:
                 await check_cursor(conn, caller.project_id, "file", request.after)
-            rows = (await conn.execute(query)).all()
+            rows = await files.page(
+                conn,
+                caller.project_id,
+                purpose=request.purpose,
+                after=request.after,
+                ascending=order == "asc",
+                limit=limit + 1,
+            )
         page = [file_message(r) for r in rows[:limit]]
-        return files_pb2.ListFilesResponse(
-            object="list",
-            data=page,
-            has_more=len(rows) > limit,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return files_pb2.ListFilesResponse(**paging.page_fields(page, len(rows) > limit))
 
     async def GetFile(
         self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext
@@ -159,14 +144,8 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         caller = principal()
         async with self._db.write() as conn:
             row = await visible_file(conn, caller.project_id, request.file_id, lock_in=self._db)
-            readers = (
-                await conn.execute(
-                    select(batches.c.id, batches.c.status).where(
-                        and_(batches.c.input_file_id == row.id, batches.c.status.in_(OPEN_BATCH_STATUSES))
-                    )
-                )
-            ).all()
-            running = [r.id for r in readers if r.status != "validating"]
+            readers = await batches.open_readers(conn, row.id)
+            running = [r.id for r in readers if r.status != BatchStatus.VALIDATING]
             if running:
                 raise errors.conflict(
                     f"File '{row.id}' is the input of batch '{running[0]}', which is still running.",
@@ -182,7 +161,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
                     f"{cleanup_min:.0f} minutes.",
                     "file_in_use",
                 )
-            await conn.execute(delete(files).where(files.c.id == row.id))
+            await files.delete_file(conn, row.id)
             await delete_blob(conn, row.blob_id)
         return files_pb2.DeleteFileResponse(id=row.id, object="file", deleted=True)
 

@@ -24,14 +24,9 @@ from typing import Any
 
 import orjson
 from google.protobuf.message import Message
-from sqlalchemy import delete, insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common import errors
-from services.common.db import Database
-from services.common.db.dialect import lock_rows
-from services.common.db.schema import idempotency_keys
+from batchgate.services.common import errors
+from batchgate.services.common.db import Connection, Database, IntegrityError, idempotency_keys
 
 METADATA_KEY = "idempotency-key"
 MAX_KEY_BYTES = 512
@@ -70,17 +65,9 @@ class Claim:
     project_id: str
     key: str
 
-    def unbound_row(self) -> tuple[object, ...]:
-        """WHERE conditions matching the key's row while no batch is bound to it."""
-        return (
-            idempotency_keys.c.project_id == self.project_id,
-            idempotency_keys.c.key == self.key,
-            idempotency_keys.c.batch_id.is_(None),
-        )
-
-    async def bind(self, conn: AsyncConnection, batch_id: str) -> None:
+    async def bind(self, conn: Connection, batch_id: str) -> None:
         """Point the key at `batch_id`, in the transaction that publishes the batch."""
-        await conn.execute(update(idempotency_keys).where(*self.unbound_row()).values(batch_id=batch_id))
+        await idempotency_keys.bind(conn, self.project_id, self.key, batch_id)
 
 
 class IdempotencyKeys:
@@ -113,16 +100,7 @@ class IdempotencyKeys:
     async def _try_claim(self, project_id: str, key: str, digest: str) -> Claim | str | None:
         now = time.time()
         async with self._db.write() as conn:
-            row = (
-                await conn.execute(
-                    lock_rows(
-                        self._db,
-                        select(idempotency_keys).where(
-                            idempotency_keys.c.project_id == project_id, idempotency_keys.c.key == key
-                        ),
-                    )
-                )
-            ).first()
+            row = await idempotency_keys.lock(self._db, conn, project_id, key)
             if row is not None and not self._lapsed(row.created_at, row.batch_id, now):
                 if row.request_hash != digest:
                     raise errors.ApiError(
@@ -131,17 +109,9 @@ class IdempotencyKeys:
                         "idempotency_key_reused",
                         "Idempotency-Key",
                     )
-                return row.batch_id  # None: the first create is still running
-            if row is not None:
-                await conn.execute(
-                    delete(idempotency_keys).where(
-                        idempotency_keys.c.project_id == project_id, idempotency_keys.c.key == key
-                    )
-                )
-            await conn.execute(
-                insert(idempotency_keys).values(
-                    project_id=project_id, key=key, request_hash=digest, batch_id=None, created_at=now
-                )
+                return None if row.batch_id is None else str(row.batch_id)  # None: the first still runs
+            await idempotency_keys.claim(
+                conn, project_id=project_id, key=key, request_hash=digest, now=now, replace=row is not None
             )
         return Claim(project_id, key)
 
@@ -152,19 +122,12 @@ class IdempotencyKeys:
     async def release(self, claim: Claim) -> None:
         """Free the key of a create that failed (no-op once it is bound to a batch)."""
         async with self._db.write() as conn:
-            await conn.execute(delete(idempotency_keys).where(*claim.unbound_row()))
+            await idempotency_keys.release(conn, claim.project_id, claim.key)
 
     async def sweep(self) -> int:
         """Delete keys past their lifetime and claims of crashed creates."""
         now = time.time()
         async with self._db.write() as conn:
-            result = await conn.execute(
-                delete(idempotency_keys).where(
-                    or_(
-                        idempotency_keys.c.created_at <= now - self._ttl_s,
-                        idempotency_keys.c.batch_id.is_(None)
-                        & (idempotency_keys.c.created_at <= now - self._stale_s),
-                    )
-                )
+            return await idempotency_keys.sweep(
+                conn, expired_before=now - self._ttl_s, stale_before=now - self._stale_s
             )
-        return int(result.rowcount or 0)

@@ -11,10 +11,9 @@ import asyncio
 import time
 from typing import Any
 
-from services.common.db import Database
-from services.common.db.dialect import insert_rows
-from services.common.db.schema import items
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.common.db import Database, items
+from batchgate.services.common.states import ItemState
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 INSERT_CHUNK = 500
 
@@ -30,7 +29,7 @@ def item_row(
             "idx": index,
             "line": line,
             "custom_id": outcome.custom_id,
-            "state": "queued",
+            "state": ItemState.QUEUED,
             "body": outcome.body,
             "traceparent": traceparent,
             "error_code": None,
@@ -42,7 +41,7 @@ def item_row(
         "idx": index,
         "line": line,
         "custom_id": outcome.custom_id,
-        "state": "rejected",
+        "state": ItemState.REJECTED,
         "body": None,
         "traceparent": None,
         "error_code": outcome.code,
@@ -80,7 +79,7 @@ class ItemWriter:
             await task
 
     async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        await insert_rows(self._db, items, rows)
+        await items.insert_chunk(self._db, rows)
 
     async def close(self) -> None:
         if self._rows:

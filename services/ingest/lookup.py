@@ -6,26 +6,18 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from sqlalchemy import Row, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from services.common import errors, paging
-from services.common.db import Database
-from services.common.db.dialect import lock_rows
-from services.common.db.schema import batches, files
-from services.common.ids import plausible_id
+from batchgate.services.common import errors, paging
+from batchgate.services.common.db import AnyRow, Connection, Database, batches, files
+from batchgate.services.common.ids import plausible_id
 
 
 async def visible_file(
-    conn: AsyncConnection,
+    conn: Connection,
     project_id: str,
     ident: str,
     lock_in: Database | None = None,
     param: str = "file_id",
-) -> Row[Any]:
+) -> AnyRow:
     """The caller's file `ident`, or 404 naming `param` (unknown, another project's, or expired).
 
     With `lock_in`, the row stays locked until the transaction ends (PostgreSQL), so a
@@ -33,32 +25,23 @@ async def visible_file(
     """
     if not plausible_id(ident):
         raise errors.not_found("file", ident[:80], param)
-    query = select(files).where(files.c.id == ident, files.c.project_id == project_id)
-    if lock_in is not None:
-        query = lock_rows(lock_in, query)
-    row = (await conn.execute(query)).first()
-    if row is None or (row.expires_at is not None and row.expires_at <= time.time()):
+    row = await files.visible(conn, project_id, ident, lock_in)
+    if row is None:
         raise errors.not_found("file", ident, param)
     return row
 
 
-async def visible_batch(conn: AsyncConnection, project_id: str, ident: str) -> Row[Any]:
+async def visible_batch(conn: Connection, project_id: str, ident: str) -> AnyRow:
     """The caller's batch `ident`, or 404 (unknown, another project's, or still being created)."""
     if not plausible_id(ident):
         raise errors.not_found("batch", ident[:80], "batch_id")
-    row = (
-        await conn.execute(
-            select(batches).where(
-                batches.c.id == ident, batches.c.project_id == project_id, batches.c.status != "validating"
-            )
-        )
-    ).first()
+    row = await batches.visible(conn, project_id, ident)
     if row is None:
         raise errors.not_found("batch", ident, "batch_id")
     return row
 
 
-async def check_cursor(conn: AsyncConnection, project_id: str, kind: str, after: str) -> None:
+async def check_cursor(conn: Connection, project_id: str, kind: str, after: str) -> None:
     """400 `invalid_after` unless `after` is one of the caller's visible batches or files."""
     try:
         if kind == "batch":

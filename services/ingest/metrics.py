@@ -7,6 +7,8 @@ from collections import Counter
 
 from opentelemetry.metrics import Meter, NoOpMeter
 
+from batchgate.services.common.states import ItemState
+
 
 class IngestMetrics:
     def __init__(self, meter: Meter | None = None) -> None:
@@ -38,5 +40,5 @@ class IngestMetrics:
         self.batches_created.add(1, {"endpoint": endpoint, "priority": priority})
         self.records.add(accepted, {"outcome": "accepted"})
         for code, count in rejected.items():
-            self.records.add(count, {"outcome": "rejected", "error_code": code})
+            self.records.add(count, {"outcome": ItemState.REJECTED, "error_code": code})
         self.create_duration.record(seconds, {"endpoint": endpoint})

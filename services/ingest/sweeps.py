@@ -7,14 +7,10 @@ import asyncio
 import logging
 import time
 
-from sqlalchemy import delete, select
-
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.schema import files
-from services.common.storage import delete_blob, reclaim_abandoned
-from services.ingest.batch_create import sweep_stale_creates
-from services.ingest.idempotency import IdempotencyKeys
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches, files, items
+from batchgate.services.common.db.blobs import delete_blob, reclaim_abandoned, reclaim_owned
+from batchgate.services.ingest.idempotency import IdempotencyKeys
 
 log = logging.getLogger(__name__)
 
@@ -27,16 +23,10 @@ BLOB_OWNER_PREFIXES = ("upload:", "create:")
 async def delete_expired_files(db: Database) -> int:
     """Reclaim the content of files past their `expires_at` (they already read as 404)."""
     async with db.read() as conn:
-        rows = (
-            await conn.execute(
-                select(files.c.id, files.c.blob_id)
-                .where(files.c.expires_at <= time.time())
-                .limit(EXPIRED_PER_SWEEP)
-            )
-        ).all()
+        rows = await files.expired(conn, EXPIRED_PER_SWEEP)
     for row in rows:
         async with db.write() as conn:
-            await conn.execute(delete(files).where(files.c.id == row.id))
+            await files.delete_file(conn, row.id)
             await delete_blob(conn, row.blob_id)
     return len(rows)
 
@@ -57,3 +47,21 @@ async def run_sweeps(settings: Settings, db: Database, idempotency: IdempotencyK
         except Exception:
             log.exception("ingest sweep failed")
         await asyncio.sleep(settings.ingest_sweep_interval_s)
+
+
+async def discard_batch(db: Database, batch: str) -> None:
+    """Remove a batch that never left `validating`, with its items and unpublished blobs."""
+    async with db.write() as conn:
+        if await batches.delete_validating(conn, batch):
+            await items.delete_of_batch(conn, batch)
+    await reclaim_owned(db, f"create:{batch}")
+
+
+async def sweep_stale_creates(db: Database, older_than_s: float) -> int:
+    """Remove batches a crashed create left in `validating`."""
+    async with db.read() as conn:
+        stale = await batches.stale_validating(conn, time.time() - older_than_s)
+    for batch in stale:
+        log.warning("removing batch %s left validating by an interrupted create", batch)
+        await discard_batch(db, batch)
+    return len(stale)

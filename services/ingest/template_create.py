@@ -10,14 +10,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from batchgate.services.common import cron, errors
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.templates import NewTemplate, insert_template, project_template
+from batchgate.services.common.ids import new_id
+from batchgate.services.ingest.batch_create import BatchCreator
+from batchgate.services.ingest.template_views import template_as_batch
 from batchgate.v1 import batches_pb2
-from services.common import cron, errors
-from services.common.auth import Principal
-from services.common.db import Database
-from services.common.db.templates import NewTemplate, insert_template, project_template
-from services.common.ids import new_id
-from services.ingest.batch_create import BatchCreator
-from services.ingest.template_views import template_as_batch
 
 TEMPLATE_ID_PREFIX = "btpl_"
 

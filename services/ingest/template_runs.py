@@ -21,23 +21,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 import grpc
-from sqlalchemy import Row, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, templates_pb2, templates_pb2_grpc
-from services.common import cron, errors
-from services.common.auth import Principal
-from services.common.db import Database
-from services.common.db import templates as store
-from services.common.db.schema import api_keys, files
-from services.common.db.templates import PauseReason, TemplateStatus
-from services.ingest.batch_create import BatchCreator
-from services.ingest.metrics import IngestMetrics
-from services.ingest.submit import submit_batch
-from services.ingest.template_views import stored_request
+from batchgate.services.common import cron, errors
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.db import AnyRow, Connection, Database, files, projects
+from batchgate.services.common.db import templates as store
+from batchgate.services.common.states import PauseReason, TemplateStatus
+from batchgate.services.ingest.batch_create import BatchCreator
+from batchgate.services.ingest.metrics import IngestMetrics
+from batchgate.services.ingest.submit import submit_batch
+from batchgate.services.ingest.template_views import stored_request
 
 log = logging.getLogger(__name__)
 
@@ -58,28 +54,19 @@ class _DueTimeClaim:
         self.due_at = due_at
         self.next_run_at = next_run_at
 
-    async def claim(self, conn: AsyncConnection) -> None:
+    async def claim(self, conn: Connection) -> None:
         if not await store.claim_due_time(conn, self.template_id, self.due_at, self.next_run_at):
             raise _AlreadyServed(self.template_id)
 
 
-async def _why_paused(conn: AsyncConnection, row: Row[Any], now: float) -> tuple[PauseReason, str] | None:
+async def _why_paused(conn: Connection, row: AnyRow, now: float) -> tuple[PauseReason, str] | None:
     """Why the template can make no run any more, if it cannot: (reason, message)."""
-    revoked = (
-        await conn.execute(select(api_keys.c.revoked_at).where(api_keys.c.id == row.api_key_id))
-    ).scalar()
-    if revoked is not None:
+    if await projects.key_revoked(conn, row.api_key_id):
         return (
             PauseReason.API_KEY_REVOKED,
             f"The API key {row.api_key_id} that created the template was revoked.",
         )
-    found = (
-        await conn.execute(
-            select(files.c.expires_at).where(
-                files.c.id == row.input_file_id, files.c.project_id == row.project_id
-            )
-        )
-    ).first()
+    found = await files.expiry(conn, row.project_id, row.input_file_id)
     if found is None:
         return PauseReason.INPUT_FILE_DELETED, f"The input file {row.input_file_id} was deleted."
     if found.expires_at is not None and found.expires_at <= now:
@@ -131,7 +118,7 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
 
     async def _refused(
         self,
-        row: Row[Any],
+        row: AnyRow,
         due_at: float,
         next_run: float,
         code: str,

@@ -11,17 +11,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Row
 
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow
+from batchgate.services.common.states import TemplateStatus
+from batchgate.services.ingest.views import batch_message
 from batchgate.v1 import batches_pb2, templates_pb2
-from services.common import proto_values as pv
-from services.common.db.templates import TemplateStatus
-from services.ingest.views import batch_message
 
 TEMPLATE_OBJECT = "batch_template"
 
 
-def stored_request(row: Row[Any]) -> batches_pb2.CreateBatchRequest:
+def stored_request(row: AnyRow) -> batches_pb2.CreateBatchRequest:
     """The create request every run of the template is made from."""
     request = batches_pb2.CreateBatchRequest()
     request.ParseFromString(row.create_request)
@@ -33,7 +33,7 @@ def _priority(request: batches_pb2.CreateBatchRequest) -> Any:
     return "standard" if given is None else given
 
 
-def template_message(row: Row[Any], runs: Sequence[Row[Any]] = ()) -> templates_pb2.BatchTemplate:
+def template_message(row: AnyRow, runs: Sequence[AnyRow] = ()) -> templates_pb2.BatchTemplate:
     request = stored_request(row)
     return templates_pb2.BatchTemplate(
         id=row.id,
@@ -56,7 +56,7 @@ def template_message(row: Row[Any], runs: Sequence[Row[Any]] = ()) -> templates_
     )
 
 
-def template_as_batch(row: Row[Any]) -> batches_pb2.Batch:
+def template_as_batch(row: AnyRow) -> batches_pb2.Batch:
     """The answer of the create that made the template: the batch fields every run will have."""
     request = stored_request(row)
     return batches_pb2.Batch(

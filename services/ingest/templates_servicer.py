@@ -9,27 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 import grpc
-from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from batchgate.services.common import cron, errors, paging, rest_input
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.auth import principal
+from batchgate.services.common.db import AnyRow, Connection, Database, batches
+from batchgate.services.common.db import templates as store
+from batchgate.services.common.ids import plausible_id
+from batchgate.services.common.states import TemplateStatus
+from batchgate.services.ingest.batch_create import BatchCreator
+from batchgate.services.ingest.template_views import TEMPLATE_OBJECT, stored_request, template_message
 from batchgate.v1 import templates_pb2, templates_pb2_grpc
-from services.common import cron, errors, paging, rest_input
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.db import Database
-from services.common.db import templates as store
-from services.common.db.templates import TemplateStatus
-from services.common.ids import plausible_id
-from services.ingest.batch_create import BatchCreator
-from services.ingest.template_views import TEMPLATE_OBJECT, stored_request, template_message
 
 RECENT_RUNS = 10  # runs shown by GET /v1/batch_templates/{id}
 
 
-async def _visible(conn: AsyncConnection, template_id: str) -> Row[Any]:
+async def _visible(conn: Connection, template_id: str) -> AnyRow:
     """The caller's template, or 404 (unknown or another project's)."""
     row = None
     if plausible_id(template_id):
@@ -70,7 +67,7 @@ class TemplatesServicer(templates_pb2_grpc.BatchTemplateServiceServicer):
     ) -> templates_pb2.BatchTemplate:
         async with self._db.read() as conn:
             row = await _visible(conn, request.template_id)
-            runs = await store.recent_runs(conn, row.project_id, row.id, RECENT_RUNS)
+            runs = await batches.runs_of_template(conn, row.project_id, row.id, RECENT_RUNS)
         return template_message(row, runs)
 
     async def UpdateBatchTemplate(

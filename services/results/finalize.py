@@ -28,28 +28,23 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import Row, func, insert, or_, select, update
-from sqlalchemy.exc import DBAPIError
-
-from services.common import batch_status, telemetry
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.schema import batches, files, items
-from services.common.faults import crash_point
-from services.common.ids import file_id
-from services.common.storage import BlobWriter, reclaim_owned
-from services.results.lines import LINE_COLUMNS, SUCCEEDED, LineRenderer
-from services.results.metrics import ResultsMetrics, error_code
-from services.results.webhook_events import enqueue_batch_event
+from batchgate.services.common import telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow, Database, DatabaseError, batches, files, items
+from batchgate.services.common.db.blobs import BlobWriter, reclaim_owned
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.ids import file_id
+from batchgate.services.common.states import BatchStatus, FilePurpose, ItemState
+from batchgate.services.results.lines import LineRenderer
+from batchgate.services.results.metrics import ResultsMetrics, error_code
+from batchgate.services.results.webhook_events import enqueue_batch_event
 
 log = logging.getLogger(__name__)
 
 PAGE_ROWS = 2000
 WRITE_TRIES = 4  # a write failing on the database is tried this often while the claim is ours
 WRITE_RETRY_S = 0.2  # times the try number
-CLOSED_STATES = ("cancelled", "expired", "rejected")  # outcomes no executor reported
 SPANS_PER_TURN = 500  # write spans made between two yields to the event loop
 
 
@@ -62,18 +57,15 @@ class _Claimed:
 
 async def item_pages(
     db: Database, batch_id: str, states: tuple[str, ...] | None = None, page_rows: int = PAGE_ROWS
-) -> AsyncIterator[list[Row[Any]]]:
+) -> AsyncIterator[list[AnyRow]]:
     """Yield lists of item rows (LINE_COLUMNS) in input order, one page at a time; the next
     page is read while the caller works on the current one."""
 
-    async def fetch(after: int) -> list[Row[Any]]:
-        query = select(*LINE_COLUMNS).where(items.c.batch_id == batch_id, items.c.idx > after)
-        if states is not None:
-            query = query.where(items.c.state.in_(states))
+    async def fetch(after: int) -> list[AnyRow]:
         async with db.read() as conn:
-            return list((await conn.execute(query.order_by(items.c.idx).limit(page_rows))).all())
+            return await items.line_page(conn, batch_id, after, states, page_rows)
 
-    pending: asyncio.Task[list[Row[Any]]] | None = asyncio.create_task(fetch(-1))
+    pending: asyncio.Task[list[AnyRow]] | None = asyncio.create_task(fetch(-1))
     try:
         while pending is not None:
             rows = await pending
@@ -111,52 +103,14 @@ class Finalizer:
         return await asyncio.shield(task)
 
     async def _claim(self, batch_id: str) -> _Claimed | None:
-        now = time.time()
-        lease_until = now + self._settings.finalize_lease_s
+        lease_until = time.time() + self._settings.finalize_lease_s
         async with self._db.write() as conn:
-            row = (
-                await conn.execute(
-                    select(
-                        batches.c.status,
-                        batches.c.total,
-                        batches.c.completed_count,
-                        batches.c.failed_count,
-                        batches.c.finalize_lease_until,
-                        batches.c.created_at,
-                        batches.c.traceparent,
-                    ).where(batches.c.id == batch_id)
-                )
-            ).first()
-            if row is None:
-                return None
-            claimed = _Claimed(row.created_at, row.traceparent)
-            if row.status in ("in_progress", "cancelling"):
-                if row.completed_count + row.failed_count < row.total:
-                    return None
-                moved = await batch_status.transition(
-                    conn, batch_id, "finalizing", finalize_lease_until=lease_until
-                )
-                return claimed if moved else None
-            if row.status == "finalizing":
-                result = await conn.execute(
-                    update(batches)
-                    .where(
-                        batches.c.id == batch_id,
-                        batches.c.status == "finalizing",
-                        or_(batches.c.finalize_lease_until.is_(None), batches.c.finalize_lease_until < now),
-                    )
-                    .values(finalize_lease_until=lease_until)
-                )
-                return claimed if result.rowcount == 1 else None
-        return None
+            row = await batches.claim_finalize(conn, batch_id, lease_until)
+        return None if row is None else _Claimed(row.created_at, row.traceparent)
 
     async def _renew(self, batch_id: str, until: float | None) -> None:
         async with self._db.write() as conn:
-            await conn.execute(
-                update(batches)
-                .where(batches.c.id == batch_id, batches.c.status == "finalizing")
-                .values(finalize_lease_until=until)
-            )
+            await batches.renew_finalize(conn, batch_id, until)
 
     async def _keep_claim(self, batch_id: str) -> None:
         """Renew the claim every third of the lease while the finalize runs."""
@@ -165,7 +119,7 @@ class Finalizer:
             await asyncio.sleep(every)
             try:
                 await self._renew(batch_id, time.time() + self._settings.finalize_lease_s)
-            except (DBAPIError, OSError):
+            except (DatabaseError, OSError):
                 log.warning("batch %s: renewing the finalize claim failed", batch_id, exc_info=True)
 
     async def _finalize(self, batch_id: str) -> str | None:
@@ -190,9 +144,9 @@ class Finalizer:
         while True:
             try:
                 return await self._write(batch_id, claimed)
-            except (DBAPIError, OSError) as exc:
+            except (DatabaseError, OSError) as exc:
                 if attempt == WRITE_TRIES:
-                    with contextlib.suppress(DBAPIError, OSError):  # the sweep's next round takes it
+                    with contextlib.suppress(DatabaseError, OSError):  # the sweep's next round takes it
                         await self._renew(batch_id, None)
                     raise
                 log.warning("batch %s: finalize failed (%r); trying again", batch_id, exc)
@@ -249,23 +203,13 @@ class Finalizer:
         """The batch's items that ended without an executor (cancelled, expired, rejected), by
         (state, error code): counted once, when the batch ends."""
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                select(items.c.state, items.c.error_code, func.count())
-                .where(items.c.batch_id == batch_id, items.c.state.in_(CLOSED_STATES))
-                .group_by(items.c.state, items.c.error_code)
-            )
-            return Counter({(state, error_code(code, None)): count for state, code, count in rows})
+            rows = await items.closed_counts(conn, batch_id)
+        return Counter({(state, error_code(code, None)): count for state, code, count in rows})
 
     async def _write_spans(self, batch_id: str, started_ns: int) -> None:
         """One span per traced item in its own trace: the line written to the output or error file."""
         async with self._db.read() as conn:
-            rows = (
-                await conn.execute(
-                    select(items.c.idx, items.c.custom_id, items.c.state, items.c.traceparent)
-                    .where(items.c.batch_id == batch_id, items.c.traceparent.is_not(None))
-                    .order_by(items.c.idx)
-                )
-            ).all()
+            rows = await items.traced(conn, batch_id)
         for number, row in enumerate(rows, 1):
             telemetry.record_child_span(
                 "results",
@@ -273,7 +217,7 @@ class Finalizer:
                 row.traceparent,
                 {
                     **telemetry.item_attributes(batch_id, row.idx, row.custom_id),
-                    "batchgate.file": "output" if row.state == SUCCEEDED else "error",
+                    "batchgate.file": "output" if row.state == ItemState.SUCCEEDED else "error",
                 },
                 start_ns=started_ns,
             )
@@ -287,37 +231,29 @@ class Finalizer:
         Returns the end status and whether an event was queued."""
         now = time.time()
         async with self._db.write() as conn:
-            batch = (
-                await conn.execute(
-                    select(
-                        batches.c.project_id, batches.c.end_status, batches.c.output_expires_after_s
-                    ).where(batches.c.id == batch_id)
-                )
-            ).one()
+            batch = await batches.get(conn, batch_id)
             lifetime = batch.output_expires_after_s or self._settings.file_expiry_days * 86400
             ids: dict[str, str | None] = {"output": None, "error": None}
             for kind, writer in (("output", output), ("error", errors_out)):
                 if not counts[kind]:
                     continue
-                ids[kind] = file_id()
+                ids[kind] = new_file = file_id()
                 blob = await writer.finish(conn)
-                await conn.execute(
-                    insert(files).values(
-                        id=ids[kind],
-                        project_id=batch.project_id,
-                        filename=f"{batch_id}_{kind}.jsonl",
-                        purpose="batch_output",
-                        bytes=writer.size,
-                        line_count=counts[kind],
-                        blob_id=blob,
-                        status="processed",
-                        created_at=now,
-                        expires_at=now + lifetime,
-                        batch_id=batch_id,
-                    )
+                await files.insert_file(
+                    conn,
+                    file_id=new_file,
+                    project_id=batch.project_id,
+                    filename=f"{batch_id}_{kind}.jsonl",
+                    purpose=FilePurpose.BATCH_OUTPUT,
+                    blob_id=blob,
+                    size=writer.size,
+                    line_count=counts[kind],
+                    created_at=now,
+                    expires_at=now + lifetime,
+                    batch_id=batch_id,
                 )
-            end = batch.end_status or "completed"
-            moved = await batch_status.transition(
+            end = BatchStatus(batch.end_status or BatchStatus.COMPLETED)
+            moved = await batches.transition(
                 conn,
                 batch_id,
                 end,

@@ -7,7 +7,7 @@
   and `"error":{"code","message"}`
 
 Upstream bodies are stored as compact JSON and spliced in as bytes, not re-parsed; characters
-that some readers take for line breaks are escaped (`services.common.jsonl`). Finalizing
+that some readers take for line breaks are escaped (`batchgate.services.common.jsonl`). Finalizing
 renders every line of a batch, so `LineRenderer` builds each line with one join and derives
 the line ids from a hash state prepared once per batch.
 """
@@ -20,24 +20,9 @@ from typing import Any
 
 import orjson
 
-from services.common.db.schema import items
-from services.common.jsonl import one_line
+from batchgate.services.common.jsonl import one_line
+from batchgate.services.common.states import ItemState
 
-SUCCEEDED = "succeeded"
-FAILED_STATES = ("failed", "cancelled", "expired", "rejected")
-FINISHED_STATES = (SUCCEEDED, *FAILED_STATES)
-
-# The item columns a line needs, in the order `LineRenderer.line` unpacks them.
-LINE_COLUMNS = (
-    items.c.idx,
-    items.c.custom_id,
-    items.c.state,
-    items.c.status_code,
-    items.c.response,
-    items.c.request_id,
-    items.c.error_code,
-    items.c.error_message,
-)
 STATE = 2  # position of `state` in LINE_COLUMNS
 
 
@@ -49,7 +34,7 @@ class LineRenderer:
     """Renders the lines of one batch's finished item rows (LINE_COLUMNS, unpacked by position:
     a row's attribute access costs more than the rest of the line).
 
-    Line ids are `services.common.ids.request_line_id(batch, index)`: the blake2b state of
+    Line ids are `batchgate.services.common.ids.request_line_id(batch, index)`: the blake2b state of
     `"<batch>:"` is hashed once and copied per line.
     """
 
@@ -94,5 +79,5 @@ class LineRenderer:
         good: list[bytes] = []
         bad: list[bytes] = []
         for row in rows:
-            (good if row[STATE] == SUCCEEDED else bad).append(self.line(row))
+            (good if row[STATE] == ItemState.SUCCEEDED else bad).append(self.line(row))
         return good, bad

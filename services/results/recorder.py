@@ -20,21 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, insert, or_, select, update
-
 from batchgate.internal.v1 import items_pb2, recorder_pb2
-from services.common import telemetry
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import lock_rows
-from services.common.db.schema import batches, items, usage_events
-from services.results.metrics import ResultsMetrics, error_code
-from services.results.pricing import item_cost
+from batchgate.services.common import telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Connection, Database, batches, items, usage
+from batchgate.services.common.states import ITEM_OPEN, ITEM_REPORTED, ItemState, UsageSource
+from batchgate.services.results.metrics import ResultsMetrics, error_code
+from batchgate.services.results.pricing import item_cost
 
 SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
 FAILED = recorder_pb2.OUTCOME_STATE_FAILED
-TERMINAL_ITEM_STATES = ("succeeded", "failed")
-OPEN_ITEM_STATES = ("leased", "queued")
 
 
 @dataclass
@@ -58,37 +53,6 @@ class _Traced:
     cost_usd: float = 0.0
 
 
-_STORE = (
-    update(items)
-    .where(
-        items.c.batch_id == bindparam("b_batch"),
-        items.c.idx == bindparam("b_idx"),
-        items.c.attempt == bindparam("b_attempt"),
-        # not IN (…): an expanding parameter cannot go through executemany
-        or_(*(items.c.state == state for state in OPEN_ITEM_STATES)),
-    )
-    .values(
-        state=bindparam("state"),
-        status_code=bindparam("status_code"),
-        response=bindparam("response"),
-        request_id=bindparam("request_id"),
-        error_code=bindparam("error_code"),
-        error_message=bindparam("error_message"),
-        model_used=bindparam("model_used"),
-        provider=bindparam("provider"),
-        prompt_tokens=bindparam("prompt_tokens"),
-        completion_tokens=bindparam("completion_tokens"),
-        cached_tokens=bindparam("cached_tokens"),
-        reasoning_tokens=bindparam("reasoning_tokens"),
-        cost_usd=bindparam("cost_usd"),
-        attempts=bindparam("attempts"),
-        latency_ms=bindparam("latency_ms"),
-        finished_at=bindparam("finished_at"),
-        leased_by=None,
-    )
-)
-
-
 class Recorder:
     def __init__(self, settings: Settings, db: Database, metrics: ResultsMetrics | None = None) -> None:
         self._settings = settings
@@ -110,34 +74,13 @@ class Recorder:
         return summary
 
     async def _record_batch(
-        self, conn: Any, batch_id: str, group: list[recorder_pb2.Outcome], summary: RecordSummary
+        self, conn: Connection, batch_id: str, group: list[recorder_pb2.Outcome], summary: RecordSummary
     ) -> None:
-        batch = (
-            await conn.execute(
-                lock_rows(
-                    self._db,
-                    select(
-                        batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total
-                    ).where(batches.c.id == batch_id),
-                )
-            )
-        ).first()
+        batch = await batches.lock_for_record(self._db, conn, batch_id)
         if batch is None:
             summary.refused += [o.ref for o in group]
             return
-        current = {
-            r.idx: r
-            for r in (
-                await conn.execute(
-                    lock_rows(
-                        self._db,
-                        select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
-                            items.c.batch_id == batch_id, items.c.idx.in_([o.ref.index for o in group])
-                        ),
-                    )
-                )
-            ).all()
-        }
+        current = await items.lock_current(self._db, conn, batch_id, [o.ref.index for o in group])
         now = time.time()
         rows: list[dict[str, Any]] = []
         taken: set[int] = set()
@@ -145,10 +88,11 @@ class Recorder:
             ref = outcome.ref
             item = current.get(ref.index)
             same_lease = item is not None and ref.attempt > 0 and item.attempt == ref.attempt
-            if same_lease and (item.state in TERMINAL_ITEM_STATES or ref.index in taken):
+            state = item.state if item is not None else None
+            if same_lease and (state in ITEM_REPORTED or ref.index in taken):
                 summary.duplicates += 1
                 result = "duplicate"
-            elif same_lease and item.state in OPEN_ITEM_STATES and outcome.state in (SUCCEEDED, FAILED):
+            elif same_lease and state in ITEM_OPEN and outcome.state in (SUCCEEDED, FAILED):
                 rows.append(self._row(batch_id, outcome, batch.discount, now))
                 taken.add(ref.index)
                 result = "accepted"
@@ -161,16 +105,19 @@ class Recorder:
         if not rows:
             return
         summary.outcomes.update(
-            (r["state"], "" if r["state"] == "succeeded" else error_code(r["error_code"], r["status_code"]))
+            (
+                r["state"],
+                "" if r["state"] == ItemState.SUCCEEDED else error_code(r["error_code"], r["status_code"]),
+            )
             for r in rows
         )
-        await conn.execute(_STORE, rows)
-        await conn.execute(
-            insert(usage_events),
+        await items.store_outcomes(conn, rows)
+        await usage.insert_events(
+            conn,
             [
                 {
                     "created_at": now,
-                    "source": "batch",
+                    "source": UsageSource.BATCH,
                     "project_id": batch.project_id,
                     "api_key_id": batch.api_key_id,
                     "batch_id": batch_id,
@@ -185,22 +132,18 @@ class Recorder:
                 for r in rows
             ],
         )
-        succeeded = sum(1 for r in rows if r["state"] == "succeeded")
-        result = await conn.execute(
-            update(batches)
-            .where(batches.c.id == batch_id)
-            .values(
-                completed_count=batches.c.completed_count + succeeded,
-                failed_count=batches.c.failed_count + (len(rows) - succeeded),
-                input_tokens=batches.c.input_tokens + sum(r["prompt_tokens"] for r in rows),
-                cached_tokens=batches.c.cached_tokens + sum(r["cached_tokens"] for r in rows),
-                output_tokens=batches.c.output_tokens + sum(r["completion_tokens"] for r in rows),
-                reasoning_tokens=batches.c.reasoning_tokens + sum(r["reasoning_tokens"] for r in rows),
-                cost_usd=batches.c.cost_usd + sum(r["cost_usd"] for r in rows),
-            )
-            .returning(batches.c.completed_count, batches.c.failed_count)
+        succeeded = sum(1 for r in rows if r["state"] == ItemState.SUCCEEDED)
+        counts = await batches.add_outcomes(
+            conn,
+            batch_id,
+            succeeded=succeeded,
+            failed=len(rows) - succeeded,
+            input_tokens=sum(r["prompt_tokens"] for r in rows),
+            cached_tokens=sum(r["cached_tokens"] for r in rows),
+            output_tokens=sum(r["completion_tokens"] for r in rows),
+            reasoning_tokens=sum(r["reasoning_tokens"] for r in rows),
+            cost_usd=sum(r["cost_usd"] for r in rows),
         )
-        counts = result.one()
         summary.accepted += len(rows)
         if counts.completed_count + counts.failed_count >= batch.total:
             summary.settled.append(batch_id)
@@ -214,7 +157,7 @@ class Recorder:
             "b_batch": batch_id,
             "b_idx": outcome.ref.index,
             "b_attempt": outcome.ref.attempt,
-            "state": "succeeded" if outcome.state == SUCCEEDED else "failed",
+            "state": ItemState.SUCCEEDED if outcome.state == SUCCEEDED else ItemState.FAILED,
             "status_code": outcome.status_code or None,
             "response": outcome.response_body if outcome.status_code else None,
             "request_id": outcome.request_id or None,
@@ -251,7 +194,7 @@ def _record_span(traced: _Traced, started_ns: int) -> None:
             **telemetry.item_attributes(outcome.ref.batch_id, outcome.ref.index, traced.custom_id),
             "batchgate.lease.attempt": outcome.ref.attempt,
             "batchgate.record.result": traced.result,
-            "batchgate.outcome": "succeeded" if outcome.state == SUCCEEDED else "failed",
+            "batchgate.outcome": ItemState.SUCCEEDED if outcome.state == SUCCEEDED else ItemState.FAILED,
             "batchgate.cost_usd": traced.cost_usd,
         },
         start_ns=started_ns,

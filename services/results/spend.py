@@ -7,28 +7,15 @@ reading the table itself.
 from __future__ import annotations
 
 import grpc
-from sqlalchemy import func, select
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
-from services.common.db import Database
-from services.common.db.schema import usage_events
+from batchgate.services.common.db import Database, usage
 
 
 async def spend_usd(db: Database, project_id: str, api_key_id: str = "") -> tuple[float, float]:
     """(project's spend, key's spend) in USD; the key's is 0 when no key is given."""
-    total = func.coalesce(func.sum(usage_events.c.cost_usd), 0.0)
     async with db.read() as conn:
-        project = (await conn.execute(select(total).where(usage_events.c.project_id == project_id))).scalar()
-        key = 0.0
-        if api_key_id:
-            key = (
-                await conn.execute(
-                    select(total).where(
-                        usage_events.c.api_key_id == api_key_id, usage_events.c.project_id == project_id
-                    )
-                )
-            ).scalar()
-    return float(project or 0.0), float(key or 0.0)
+        return await usage.spend(conn, project_id, api_key_id)
 
 
 class SpendServicer(spend_pb2_grpc.SpendServiceServicer):
@@ -45,4 +32,4 @@ class SpendServicer(spend_pb2_grpc.SpendServiceServicer):
 def register_spend_service(server: grpc.aio.Server, db: Database) -> str:
     """Adds SpendService to `server`; returns its full name (for health)."""
     spend_pb2_grpc.add_SpendServiceServicer_to_server(SpendServicer(db), server)
-    return spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name
+    return str(spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name)

@@ -4,40 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
-from sqlalchemy import or_, select
-
-from services.common.db import Database
-from services.common.db.schema import batches
-from services.results.finalize import Finalizer
+from batchgate.services.common.db import Database, batches
+from batchgate.services.results.finalize import Finalizer
 
 log = logging.getLogger(__name__)
 
 
 async def due_batches(db: Database) -> list[str]:
-    now = time.time()
     async with db.read() as conn:
-        rows = (
-            (
-                await conn.execute(
-                    select(batches.c.id).where(
-                        or_(
-                            (batches.c.status.in_(("in_progress", "cancelling")))
-                            & (batches.c.completed_count + batches.c.failed_count >= batches.c.total),
-                            (batches.c.status == "finalizing")
-                            & (
-                                batches.c.finalize_lease_until.is_(None)
-                                | (batches.c.finalize_lease_until < now)
-                            ),
-                        )
-                    )
-                )
-            )
-            .scalars()
-            .all()
-        )
-    return list(rows)
+        return await batches.due_for_finalize(conn)
 
 
 async def run_finalize_sweep(db: Database, finalizer: Finalizer, interval_s: float) -> None:

@@ -19,22 +19,18 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
-from sqlalchemy import exists, insert, select, update
 
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import skip_locked
-from services.common.db.schema import projects, webhook_attempts, webhook_deliveries
-from services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
-from services.results.webhook_events import signed_headers
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, projects, webhooks
+from batchgate.services.common.states import DeliveryStatus
+from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
+from batchgate.services.results.webhook_events import signed_headers
 
 log = logging.getLogger(__name__)
 
 CLAIM_SLACK_S = 30.0  # beyond the attempt's time limit before another replica may retry it
 ERROR_BODY_BYTES = 500  # of a failed answer's body, kept in the attempt's error
 USER_AGENT = "batchgate-webhooks/1"
-
-deliveries = webhook_deliveries.c
 
 
 @dataclass(frozen=True)
@@ -50,7 +46,7 @@ class Claim:
 def retry_delay_s(settings: Settings, attempt: int) -> float:
     """Wait after failed attempt number `attempt` (1-based): doubling, capped, with jitter."""
     base = min(settings.webhook_retry_initial_s * 2 ** (attempt - 1), settings.webhook_retry_max_s)
-    return base * (0.5 + random.random() / 2)
+    return float(base * (0.5 + random.random() / 2))
 
 
 class WebhookDeliverer:
@@ -68,62 +64,21 @@ class WebhookDeliverer:
     async def claim(self, limit: int) -> list[Claim]:
         """Take up to `limit` due deliveries for one attempt each."""
         now = time.time()
-        max_attempts = self._settings.webhook_max_attempts
-        lapsed = (deliveries.status == "pending", deliveries.next_attempt_at <= now)
         async with self._db.read() as conn:  # idle polls stay reads: SQLite has one writer
-            if not (await conn.execute(select(exists().where(*lapsed)))).scalar():
+            if not await webhooks.any_due(conn, now):
                 return []
         async with self._db.write() as conn:
-            # A last attempt whose replica died never recorded an outcome: give up on it.
-            await conn.execute(
-                update(webhook_deliveries)
-                .where(*lapsed, deliveries.attempts >= max_attempts)
-                .values(status="failed", next_attempt_at=None)
+            rows = await webhooks.claim_due(
+                self._db,
+                conn,
+                limit=limit,
+                max_attempts=self._settings.webhook_max_attempts,
+                claim_until=now + self._settings.webhook_timeout_s + CLAIM_SLACK_S,
+                now=now,
             )
-            # Two statements, not `id IN (SELECT … LIMIT n SKIP LOCKED)`: PostgreSQL may re-run
-            # such a sub-select per row and take more than `limit`.
-            picked = (
-                select(deliveries.id)
-                .where(*lapsed, deliveries.attempts < max_attempts)
-                .order_by(deliveries.next_attempt_at)
-                .limit(limit)
-            )
-            ids = list((await conn.execute(skip_locked(self._db, picked))).scalars().all())
-            if not ids:
-                return []
-            rows = (
-                await conn.execute(
-                    update(webhook_deliveries)
-                    .where(deliveries.id.in_(ids), deliveries.status == "pending")
-                    .values(
-                        attempts=deliveries.attempts + 1,
-                        next_attempt_at=now + self._settings.webhook_timeout_s + CLAIM_SLACK_S,
-                    )
-                    .returning(
-                        deliveries.id,
-                        deliveries.event_id,
-                        deliveries.url,
-                        deliveries.payload,
-                        deliveries.project_id,
-                        deliveries.attempts,
-                    )
-                )
-            ).all()
             if not rows:
                 return []
-            await conn.execute(
-                insert(webhook_attempts),
-                [{"delivery_id": r.id, "attempt": r.attempts, "started_at": now} for r in rows],
-            )
-            secrets = dict(
-                (
-                    await conn.execute(
-                        select(projects.c.id, projects.c.webhook_secret).where(
-                            projects.c.id.in_({r.project_id for r in rows})
-                        )
-                    )
-                ).all()
-            )
+            secrets = await projects.webhook_secrets(conn, {r.project_id for r in rows})
         return [
             Claim(r.id, r.event_id, r.url, r.payload.encode(), r.attempts, secrets.get(r.project_id, ""))
             for r in rows
@@ -152,28 +107,20 @@ class WebhookDeliverer:
         """Store the attempt's outcome; the delivery's only while this attempt is its current one."""
         now = time.time()
         if error is None:
-            outcome = {"status": "delivered", "delivered_at": now, "next_attempt_at": None}
+            outcome = {"status": DeliveryStatus.DELIVERED, "delivered_at": now, "next_attempt_at": None}
         elif claim.attempt >= self._settings.webhook_max_attempts:
-            outcome = {"status": "failed", "next_attempt_at": None}
+            outcome = {"status": DeliveryStatus.FAILED, "next_attempt_at": None}
         else:
             outcome = {"next_attempt_at": now + retry_delay_s(self._settings, claim.attempt)}
         async with self._db.write() as conn:
-            await conn.execute(
-                update(webhook_attempts)
-                .where(
-                    webhook_attempts.c.delivery_id == claim.delivery_id,
-                    webhook_attempts.c.attempt == claim.attempt,
-                )
-                .values(finished_at=now, status_code=status_code, error=error)
-            )
-            await conn.execute(
-                update(webhook_deliveries)
-                .where(
-                    deliveries.id == claim.delivery_id,
-                    deliveries.attempts == claim.attempt,
-                    deliveries.status == "pending",
-                )
-                .values(last_status_code=status_code, last_error=error, **outcome)
+            await webhooks.finish_attempt(
+                conn,
+                delivery_id=claim.delivery_id,
+                attempt=claim.attempt,
+                status_code=status_code,
+                error=error,
+                outcome=outcome,
+                now=now,
             )
         if error is not None:
             log.warning("webhook %s attempt %d failed: %s", claim.event_id, claim.attempt, error)

@@ -14,30 +14,26 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from typing import Any
 
 import orjson
-from sqlalchemy import Row, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.schema import batches, webhook_deliveries
-from services.common.ids import new_id
+from batchgate.services.common.db import AnyRow, Connection, batches, webhooks
+from batchgate.services.common.ids import new_id
+from batchgate.services.common.states import BATCH_TERMINAL
 
 EVENT_OBJECT = "batch.event"
 EVENT_ID_HEADER = "Batchgate-Event-Id"
 TIMESTAMP_HEADER = "Batchgate-Timestamp"
 SIGNATURE_HEADER = "Batchgate-Signature"
 SIGNATURE_VERSION = "v1"
-# `failed` is listed for receivers' sake: today a create with no valid record creates no batch.
-END_STATUSES = ("completed", "expired", "cancelled", "failed")
 
 
 def _stamp(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def event_payload(batch: Row[Any], event_id: str) -> dict[str, Any]:
+def event_payload(batch: AnyRow, event_id: str) -> dict[str, Any]:
     """The JSON body of the event that `batch` (a full batches row) ended."""
     return {
         "id": batch.id,
@@ -72,26 +68,20 @@ def event_payload(batch: Row[Any], event_id: str) -> dict[str, Any]:
     }
 
 
-async def enqueue_batch_event(conn: AsyncConnection, batch_id: str) -> bool:
+async def enqueue_batch_event(conn: Connection, batch_id: str) -> bool:
     """Queue the end event of `batch_id` if it has a webhook; call in the ending transaction."""
-    batch = (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
-    if not batch.webhook_url or batch.status not in END_STATUSES:
+    batch = await batches.get(conn, batch_id)
+    if not batch.webhook_url or batch.status not in BATCH_TERMINAL:
         return False
     event_id = new_id("evt_")
-    now = time.time()
-    await conn.execute(
-        insert(webhook_deliveries).values(
-            event_id=event_id,
-            batch_id=batch.id,
-            project_id=batch.project_id,
-            url=batch.webhook_url,
-            event_type=f"batch.{batch.status}",
-            payload=orjson.dumps(event_payload(batch, event_id)).decode(),
-            status="pending",
-            attempts=0,
-            created_at=now,
-            next_attempt_at=now,
-        )
+    await webhooks.enqueue(
+        conn,
+        event_id=event_id,
+        batch_id=batch.id,
+        project_id=batch.project_id,
+        url=batch.webhook_url,
+        event_type=f"batch.{batch.status}",
+        payload=orjson.dumps(event_payload(batch, event_id)).decode(),
     )
     return True
 

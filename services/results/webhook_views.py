@@ -5,31 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 import orjson
-from sqlalchemy import select
 
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import Database, webhooks
+from batchgate.services.common.states import DeliveryStatus
 from batchgate.v1 import results_pb2
-from services.common import proto_values as pv
-from services.common.db import Database
-from services.common.db.schema import webhook_attempts, webhook_deliveries
 
 
 async def delivery_messages(db: Database, batch_id: str) -> list[results_pb2.WebhookDelivery]:
     """Every webhook event of `batch_id`, oldest first, with every attempt."""
     async with db.read() as conn:
-        rows = (
-            await conn.execute(
-                select(webhook_deliveries)
-                .where(webhook_deliveries.c.batch_id == batch_id)
-                .order_by(webhook_deliveries.c.id)
-            )
-        ).all()
-        attempt_rows = (
-            await conn.execute(
-                select(webhook_attempts)
-                .where(webhook_attempts.c.delivery_id.in_([r.id for r in rows]))
-                .order_by(webhook_attempts.c.delivery_id, webhook_attempts.c.attempt)
-            )
-        ).all()
+        rows, attempt_rows = await webhooks.of_batch(conn, batch_id)
     attempts: dict[int, list[results_pb2.WebhookAttempt]] = defaultdict(list)
     for a in attempt_rows:
         attempts[a.delivery_id].append(
@@ -49,7 +35,9 @@ async def delivery_messages(db: Database, batch_id: str) -> list[results_pb2.Web
             url=r.url,
             status=r.status,
             created_at=int(r.created_at),
-            next_attempt_at=pv.number_or_null(r.next_attempt_at if r.status == "pending" else None),
+            next_attempt_at=pv.number_or_null(
+                r.next_attempt_at if r.status == DeliveryStatus.PENDING else None
+            ),
             delivered_at=pv.number_or_null(r.delivered_at),
             attempt_count=r.attempts,
             attempts=attempts[r.id],

@@ -20,11 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
-
-from services.common.db import Database
-from services.common.db.dialect import lock_rows, upsert
-from services.common.db.schema import rate_budgets
+from batchgate.services.common.db import Database, rate_budgets
 
 
 @dataclass(frozen=True)
@@ -73,26 +69,14 @@ class Budgets:
         grants: dict[str, Grant] = {}
         async with self._db.write() as conn:
             for ask in sorted(asks, key=lambda a: a.key_id):
-                await conn.execute(
-                    upsert(
-                        self._db,
-                        rate_budgets,
-                        {
-                            "key_id": ask.key_id,
-                            "requests_per_minute": ask.requests_per_minute,
-                            "tokens_per_minute": ask.tokens_per_minute,
-                            "requests": ask.requests_per_minute,
-                            "tokens": ask.tokens_per_minute,
-                            "updated_at": now,
-                        },
-                        keys=("key_id",),
-                    )
+                row = await rate_budgets.lock_bucket(
+                    self._db,
+                    conn,
+                    key_id=ask.key_id,
+                    requests_per_minute=ask.requests_per_minute,
+                    tokens_per_minute=ask.tokens_per_minute,
+                    now=now,
                 )
-                row = (
-                    await conn.execute(
-                        lock_rows(self._db, select(rate_budgets).where(rate_budgets.c.key_id == ask.key_id))
-                    )
-                ).one()
                 elapsed = now - row.updated_at
                 requests = refill(row.requests, ask.requests_per_minute, elapsed)
                 tokens = refill(row.tokens, ask.tokens_per_minute, elapsed)
@@ -106,16 +90,14 @@ class Budgets:
                 if wait > 0:
                     got_requests = got_tokens = 0.0
                 got_requests = float(math.floor(got_requests))
-                await conn.execute(
-                    update(rate_budgets)
-                    .where(rate_budgets.c.key_id == ask.key_id)
-                    .values(
-                        requests_per_minute=ask.requests_per_minute,
-                        tokens_per_minute=ask.tokens_per_minute,
-                        requests=requests - got_requests,
-                        tokens=tokens - got_tokens,
-                        updated_at=now,
-                    )
+                await rate_budgets.store_bucket(
+                    conn,
+                    key_id=ask.key_id,
+                    requests_per_minute=ask.requests_per_minute,
+                    tokens_per_minute=ask.tokens_per_minute,
+                    requests=requests - got_requests,
+                    tokens=tokens - got_tokens,
+                    now=now,
                 )
                 grants[ask.key_id] = Grant(ask.key_id, got_requests, got_tokens, wait)
         return [grants[ask.key_id] for ask in asks]

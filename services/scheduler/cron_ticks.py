@@ -17,9 +17,9 @@ from collections.abc import Callable
 import grpc
 
 from batchgate.internal.v1 import templates_pb2, templates_pb2_grpc
-from services.common.db import Database
-from services.common.db.dialect import LeaderLock
-from services.common.db.templates import DueTime, due_templates
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import LeaderLock
+from batchgate.services.common.db.templates import DueTime, due_templates
 
 log = logging.getLogger(__name__)
 

@@ -12,21 +12,20 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import grpc
-from sqlalchemy import func, select
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
-from services.common import batch_status, errors, telemetry
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import notify
-from services.common.db.schema import batches
-from services.common.faults import crash_point
-from services.scheduler.budgets import Ask, Budgets
-from services.scheduler.closing_feed import ClosingFeed
-from services.scheduler.maintenance import Maintenance
-from services.scheduler.metrics import SchedulerMetrics, tier_name
-from services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
-from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
+from batchgate.services.common import errors, telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches
+from batchgate.services.common.db.dialect import notify
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.states import BatchStatus
+from batchgate.services.scheduler.budgets import Ask, Budgets
+from batchgate.services.scheduler.closing_feed import ClosingFeed
+from batchgate.services.scheduler.maintenance import Maintenance
+from batchgate.services.scheduler.metrics import SchedulerMetrics, tier_name
+from batchgate.services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
+from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
 
@@ -206,25 +205,20 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
     ) -> scheduler_pb2.CancelBatchResponse:
         async with self._db.write() as conn:
             # A batch that already expired (its open items closed, finalize pending) stays expired.
-            moved = await batch_status.transition(
-                conn,
-                request.batch_id,
-                "cancelling",
-                end_status=func.coalesce(batches.c.end_status, "cancelled"),
-            )
+            moved = await batches.request_cancel(conn, request.batch_id)
         if moved:
             log.info("batch %s: cancelling", request.batch_id)
             # Executors drop what they hold of it and have not started; then what is queued
             # is closed now rather than at the next tick. Running items finish and are kept.
             await asyncio.shield(self._feed.announce(Stopped(request.batch_id, hard=False)))
-            closing = Closing(request.batch_id, "cancelled", hard=False)
+            closing = Closing(request.batch_id, BatchStatus.CANCELLED, hard=False)
             await asyncio.shield(self._maintenance.close_batch(closing))
         status = await self._status(request.batch_id)
         return scheduler_pb2.CancelBatchResponse(status=status)
 
     async def _status(self, batch_id: str) -> str:
         async with self._db.read() as conn:
-            status = (await conn.execute(select(batches.c.status).where(batches.c.id == batch_id))).scalar()
+            status = await batches.status_of(conn, batch_id)
         if status is None:
             raise errors.not_found("batch", batch_id)
-        return str(status)
+        return status

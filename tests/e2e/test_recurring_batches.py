@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from services.common import cron
+from batchgate.services.common import cron
 from tests.recurring_support import (
     ENDPOINT,
     QUIET_S,

@@ -10,7 +10,7 @@ from typing import Any
 
 import openai
 
-from services.common import cron
+from batchgate.services.common import cron
 from tests.execution_support import private_stack
 from tests.recurring_support import (
     QUIET_S,

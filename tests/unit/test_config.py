@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.config import SIMULATED_PROVIDER, load_settings
+from batchgate.services.common.catalogue import SIMULATED_PROVIDER
+from batchgate.services.common.loading import load_settings
 from tools.config_docs import CATALOGUE_BEGIN, CATALOGUE_END, README, block, catalogue_block, readme_block
 
 
@@ -97,3 +98,14 @@ def test_bad_configuration_is_refused_with_a_reason(tmp_path: Path, yaml_text: s
     config.write_text(yaml_text)
     with pytest.raises(ValueError, match=message):
         load_settings(str(config), environ={})
+
+
+@pytest.mark.parametrize("windows", ["24h,1x", "0s", "24h,h", "1.5h"])
+def test_an_unreadable_completion_window_is_a_startup_error(windows: str) -> None:
+    """Checked once when the settings load, not met by a client's create as a 400."""
+    with pytest.raises(ValueError, match="completion_windows"):
+        load_settings(environ={"BATCHGATE_COMPLETION_WINDOWS": windows})
+    assert load_settings(environ={"BATCHGATE_COMPLETION_WINDOWS": "24h, 5s"}).completion_window_list == (
+        "24h",
+        "5s",
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common import cron, errors
+from batchgate.services.common import cron, errors
 
 PARIS = "Europe/Paris"  # CET/CEST: 2026-03-29 02:00 → 03:00, 2026-10-25 03:00 → 02:00
 

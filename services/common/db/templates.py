@@ -14,26 +14,14 @@ lock; SQLite has one writer) and its run is discarded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import orjson
 from sqlalchemy import Row, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.schema import batch_templates, batches
-
-
-class TemplateStatus(StrEnum):
-    SCHEDULED = "scheduled"
-    PAUSED = "paused"
-
-
-class PauseReason(StrEnum):
-    BY_USER = "paused_by_user"
-    INPUT_FILE_DELETED = "input_file_deleted"
-    INPUT_FILE_EXPIRED = "input_file_expired"
-    API_KEY_REVOKED = "api_key_revoked"
+from batchgate.services.common.db.schema import batch_templates
+from batchgate.services.common.states import PauseReason, TemplateStatus
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,21 +86,6 @@ async def list_templates(
     if after:
         query = query.where(batch_templates.c.id < after)
     return list((await conn.execute(query.order_by(batch_templates.c.id.desc()).limit(limit))).all())
-
-
-async def recent_runs(conn: AsyncConnection, project_id: str, template_id: str, limit: int) -> list[Row[Any]]:
-    """Ingest: the template's newest published runs (batches with its `template_id`)."""
-    query = (
-        select(batches)
-        .where(
-            batches.c.template_id == template_id,
-            batches.c.project_id == project_id,
-            batches.c.status != "validating",
-        )
-        .order_by(batches.c.id.desc())
-        .limit(limit)
-    )
-    return list((await conn.execute(query)).all())
 
 
 async def due_templates(conn: AsyncConnection, now: float, limit: int) -> list[DueTime]:

@@ -1,0 +1,221 @@
+"""The provider and model catalogue: what the executor calls, and which public model names are
+offered, from the YAML file's `providers:`, `models:` and `retry:` (or, without providers, the
+built-in simulator's). Parsed and checked once, by `batchgate.services.common.loading.load_settings`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
+# Models on an Anthropic provider serve chat completions only (translated to Messages).
+ANTHROPIC_ENDPOINTS = ("/v1/chat/completions",)
+SIMULATED_PROVIDER = "simulated"
+PROVIDER_KINDS = ("openai", "anthropic")
+CATALOGUE_KEYS = ("retry", "providers", "models")  # the YAML keys this module reads
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for transient upstream failures (429, 5xx, timeouts, connection errors)."""
+
+    initial_interval_s: float = 1.0
+    """Wait before the first retry."""
+    backoff_coefficient: float = 2.0
+    """Each wait is the previous one times this."""
+    max_interval_s: float = 60.0
+    """No wait is longer than this (a longer `Retry-After` is honoured, up to the time limit)."""
+    max_attempts: int = 5
+    """Upstream calls per model before its fallback (if any) is tried."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per million tokens, before the batch discount."""
+
+    input_per_mtok: float = 0.0
+    cached_input_per_mtok: float | None = None
+    output_per_mtok: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One upstream: an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) or Anthropic."""
+
+    name: str
+    """What models name in their `provider`."""
+    kind: str = "openai"
+    """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
+    base_url: str = ""
+    """Up to and including the version segment, e.g. `https://api.openai.com/v1`."""
+    api_keys: tuple[str, ...] = ()
+    """Key pool, used round-robin, skipping a key while it rests after a 429; `${ENV_VAR}`
+    references are expanded (`api_key:` for a single key)."""
+    max_concurrency: int = 64
+    """Requests in flight to this provider per executor process (the adaptive limit's ceiling)."""
+    min_concurrency: int = 1
+    """The adaptive limit's floor."""
+    adaptive_concurrency: bool = True
+    """Find the provider's capacity from its 429s and stay just below it (else: always
+    `max_concurrency`)."""
+    requests_per_minute: int = 0
+    """Budget per key for the whole deployment, however many executors share it; 0: none."""
+    tokens_per_minute: int = 0
+    """Token budget per key (prompt estimate + max tokens, corrected by usage); 0: none."""
+    rate_limit_cooldown_s: float = 5.0
+    """A key whose window the provider reports spent (`x-ratelimit-remaining-*: 0`) without a
+    reset time rests this long."""
+    timeout_s: float | None = None
+    """Per-request time limit; defaults to the global `request_timeout_s`."""
+    anthropic_version: str = "2023-06-01"
+    """`anthropic-version` header sent to a provider of kind `anthropic`."""
+    default_max_tokens: int = 4096
+    """`max_tokens` sent to Anthropic when a request sets neither `max_tokens` nor
+    `max_completion_tokens` (Anthropic requires one)."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A public model name and where it runs."""
+
+    name: str
+    """What users put in `body.model`."""
+    provider: str
+    upstream_model: str = ""
+    """The provider's own name for it; defaults to `name`."""
+    fallbacks: tuple[str, ...] = ()
+    """Public model names tried in order once this one's retries are spent."""
+    price: Price = Price()
+    endpoints: tuple[str, ...] = ()
+    """Endpoints this model serves; empty means every supported endpoint."""
+
+    @property
+    def served_endpoints(self) -> tuple[str, ...]:
+        """The endpoints a batch using this model may target."""
+        return self.endpoints or SUPPORTED_ENDPOINTS
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(value: str, environ: Mapping[str, str]) -> str:
+    return _ENV_REF.sub(lambda m: environ.get(m.group(1), ""), value)
+
+
+def parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The catalogue keys of a YAML document, as `Settings` fields (only those it sets)."""
+    out: dict[str, Any] = {}
+    if "retry" in doc:
+        out["retry"] = RetryPolicy(**doc["retry"])
+    providers = []
+    for p in doc.get("providers") or ():
+        p = dict(p)
+        keys = p.pop("api_keys", None) or ([p.pop("api_key")] if "api_key" in p else [])
+        providers.append(ProviderConfig(**p, api_keys=tuple(_expand(str(k), environ) for k in keys)))
+    models = []
+    for m in doc.get("models") or ():
+        models.append(
+            ModelConfig(
+                name=m["name"],
+                provider=m["provider"],
+                upstream_model=m.get("upstream_model", ""),
+                fallbacks=tuple(m.get("fallbacks") or ()),
+                endpoints=tuple(m.get("endpoints") or ()),
+                price=Price(**(m.get("price") or {})),
+            )
+        )
+    if providers:
+        out["providers"] = tuple(providers)
+    if models:
+        out["models"] = tuple(models)
+    return out
+
+
+def simulated_catalogue(
+    simulator_host: str, simulator_port: int
+) -> tuple[tuple[ProviderConfig, ...], tuple[ModelConfig, ...]]:
+    """Providers/models used when no YAML names any: everything runs on `batchgate simulate`."""
+    base = f"http://{simulator_host}:{simulator_port}"
+    providers = (
+        ProviderConfig(name=SIMULATED_PROVIDER, kind="openai", base_url=f"{base}/v1", api_keys=("sim",)),
+        ProviderConfig(
+            name="simulated-anthropic", kind="anthropic", base_url=f"{base}/v1", api_keys=("sim",)
+        ),
+    )
+    cheap = Price(input_per_mtok=0.15, cached_input_per_mtok=0.075, output_per_mtok=0.6)
+    models = (
+        ModelConfig(name="gpt-4o-mini", provider=SIMULATED_PROVIDER, price=cheap),
+        ModelConfig(
+            name="gpt-4o",
+            provider=SIMULATED_PROVIDER,
+            price=Price(input_per_mtok=2.5, cached_input_per_mtok=1.25, output_per_mtok=10.0),
+        ),
+        ModelConfig(
+            name="text-embedding-3-small",
+            provider=SIMULATED_PROVIDER,
+            price=Price(input_per_mtok=0.02),
+            endpoints=("/v1/embeddings",),
+        ),
+        ModelConfig(
+            name="claude-haiku-4-5",
+            provider="simulated-anthropic",
+            price=Price(input_per_mtok=1.0, cached_input_per_mtok=0.1, output_per_mtok=5.0),
+            endpoints=ANTHROPIC_ENDPOINTS,
+        ),
+    )
+    return providers, models
+
+
+def _check_provider(p: ProviderConfig) -> None:
+    if p.kind not in PROVIDER_KINDS:
+        raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
+    if not 1 <= p.min_concurrency <= p.max_concurrency:
+        raise ValueError(f"provider {p.name}: need 1 <= min_concurrency <= max_concurrency")
+    if p.requests_per_minute < 0 or p.tokens_per_minute < 0 or p.rate_limit_cooldown_s < 0:
+        raise ValueError(f"provider {p.name}: budgets and cool-down must not be negative")
+    if p.default_max_tokens < 1:
+        raise ValueError(f"provider {p.name}: default_max_tokens must be at least 1")
+
+
+def _check_retry(retry: RetryPolicy) -> None:
+    if retry.max_attempts < 1 or retry.backoff_coefficient < 1:
+        raise ValueError("retry: max_attempts and backoff_coefficient must be at least 1")
+    if retry.initial_interval_s < 0 or retry.max_interval_s < 0:
+        raise ValueError("retry: intervals must not be negative")
+
+
+def check_catalogue(
+    *, retry: RetryPolicy, providers: tuple[ProviderConfig, ...], models: tuple[ModelConfig, ...]
+) -> tuple[ModelConfig, ...]:
+    """Refuse an inconsistent catalogue (ValueError); returns the models with the endpoints
+    each really serves (a model on an Anthropic provider serves chat completions only)."""
+    _check_retry(retry)
+    names = {p.name for p in providers}
+    for p in providers:
+        _check_provider(p)
+    offered = {m.name for m in models}
+    for m in models:
+        if m.provider not in names:
+            raise ValueError(f"model {m.name}: unknown provider {m.provider!r}")
+        for fb in m.fallbacks:
+            if fb not in offered:
+                raise ValueError(f"model {m.name}: unknown fallback {fb!r}")
+    return _anthropic_endpoints(providers, models)
+
+
+def _anthropic_endpoints(
+    providers: tuple[ProviderConfig, ...], models: tuple[ModelConfig, ...]
+) -> tuple[ModelConfig, ...]:
+    kinds = {p.name: p.kind for p in providers}
+    served = []
+    for m in models:
+        if kinds.get(m.provider) == "anthropic":
+            if set(m.endpoints) - set(ANTHROPIC_ENDPOINTS):
+                raise ValueError(f"model {m.name}: an anthropic provider serves only {ANTHROPIC_ENDPOINTS}")
+            m = dataclasses.replace(m, endpoints=ANTHROPIC_ENDPOINTS)
+        served.append(m)
+    return tuple(served)

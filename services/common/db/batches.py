@@ -1,0 +1,275 @@
+"""The `batches` table: the only place its SQL lives.
+
+Who may call what (each operation's docstring starts with the services allowed):
+- ingest creates a batch (`insert_validating`), publishes it (`transition` → in_progress),
+  discards an interrupted create, reads and lists what a project sees and edits metadata;
+- the scheduler asks for cancel (`request_cancel`) and reads statuses (its queue statements,
+  `batchgate.services.common.db.queue`, read and close running batches);
+- results folds outcomes into the counters (`add_outcomes`), claims and ends a finalize
+  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled).
+
+Every status change is a conditional UPDATE from the allowed previous statuses
+(`states.BATCH_TRANSITIONS`), stamping the matching `<status>_at` column, so concurrent actors
+(several scheduler or results replicas) cannot move a batch backwards or twice. `end_status`
+records how the batch will end (`cancelled` once cancel is asked, `expired` once the window
+passed); finalizing applies it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from batchgate.services.common.db.dialect import json_object_has, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import batches
+from batchgate.services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
+
+TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
+
+
+async def transition(conn: AsyncConnection, batch_id: str, to: BatchStatus, **values: Any) -> bool:
+    """ingest (→ in_progress), scheduler (→ cancelling), results (→ finalizing and the ends):
+    move `batch_id` to `to` if its current status allows it; returns whether it moved."""
+    values = {"status": to, TIMESTAMP_COLUMN[to]: time.time(), **values}
+    result = await conn.execute(
+        update(batches)
+        .where(batches.c.id == batch_id, batches.c.status.in_(BATCH_TRANSITIONS[to]))
+        .values(**values)
+    )
+    return result.rowcount == 1
+
+
+# --- ingest -------------------------------------------------------------------------------------
+
+
+async def insert_validating(conn: AsyncConnection, **values: Any) -> None:
+    """ingest: insert a new batch as `validating` (invisible until it is published)."""
+    await conn.execute(insert(batches).values(status=BatchStatus.VALIDATING, **values))
+
+
+async def get(conn: AsyncConnection, batch_id: str) -> AnyRow:
+    """ingest, results: the full row of a batch known to exist."""
+    return (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
+
+
+async def visible(
+    conn: AsyncConnection, project_id: str, batch_id: str, *columns: ColumnElement[Any]
+) -> AnyRow | None:
+    """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
+    unknown, another project's or still being created."""
+    query = select(*columns) if columns else select(batches)
+    return (
+        await conn.execute(
+            query.where(
+                batches.c.id == batch_id,
+                batches.c.project_id == project_id,
+                batches.c.status != BatchStatus.VALIDATING,
+            )
+        )
+    ).first()
+
+
+async def page(
+    db: Database,
+    conn: AsyncConnection,
+    project_id: str,
+    *,
+    status: str = "",
+    metadata_key: str = "",
+    metadata_value: str | None = None,
+    template_id: str = "",
+    after: str = "",
+    limit: int,
+) -> list[AnyRow]:
+    """ingest: up to `limit` of the project's visible batches, newest first, after the id
+    `after`, filtered by status, by a metadata key (and value) and by the recurring template
+    whose runs they are."""
+    query = select(batches).where(
+        batches.c.project_id == project_id, batches.c.status != BatchStatus.VALIDATING
+    )
+    if status:
+        query = query.where(batches.c.status == status)
+    if metadata_key:
+        query = query.where(json_object_has(db, batches.c.metadata, metadata_key, metadata_value))
+    if template_id:
+        query = query.where(batches.c.template_id == template_id)
+    if after:
+        query = query.where(batches.c.id < after)
+    return list((await conn.execute(query.order_by(batches.c.id.desc()).limit(limit))).all())
+
+
+async def runs_of_template(
+    conn: AsyncConnection, project_id: str, template_id: str, limit: int
+) -> list[AnyRow]:
+    """ingest: the newest `limit` published runs of the project's recurring template."""
+    query = (
+        select(batches)
+        .where(
+            batches.c.template_id == template_id,
+            batches.c.project_id == project_id,
+            batches.c.status != BatchStatus.VALIDATING,
+        )
+        .order_by(batches.c.id.desc())
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).all())
+
+
+async def set_metadata(conn: AsyncConnection, batch_id: str, metadata_json: str | None) -> None:
+    """ingest: replace a batch's metadata (a JSON object, or None for none)."""
+    await conn.execute(update(batches).where(batches.c.id == batch_id).values(metadata=metadata_json))
+
+
+async def open_readers(conn: AsyncConnection, input_file_id: str) -> list[AnyRow]:
+    """ingest: (id, status) of the open batches reading the file `input_file_id`."""
+    return list(
+        (
+            await conn.execute(
+                select(batches.c.id, batches.c.status).where(
+                    batches.c.input_file_id == input_file_id, batches.c.status.in_(BATCH_OPEN)
+                )
+            )
+        ).all()
+    )
+
+
+async def delete_validating(conn: AsyncConnection, batch_id: str) -> bool:
+    """ingest: remove a batch that never left `validating`; whether there was one."""
+    gone = await conn.execute(
+        delete(batches).where(batches.c.id == batch_id, batches.c.status == BatchStatus.VALIDATING)
+    )
+    return bool(gone.rowcount)
+
+
+async def stale_validating(conn: AsyncConnection, created_before: float) -> list[str]:
+    """ingest: batches still `validating` that were created before `created_before`."""
+    query = select(batches.c.id).where(
+        batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < created_before
+    )
+    return list((await conn.execute(query)).scalars().all())
+
+
+# --- scheduler ----------------------------------------------------------------------------------
+
+
+async def request_cancel(conn: AsyncConnection, batch_id: str) -> bool:
+    """scheduler: in_progress → cancelling, to end `cancelled` (a batch that already expired
+    stays expired); whether it moved."""
+    return await transition(
+        conn,
+        batch_id,
+        BatchStatus.CANCELLING,
+        end_status=func.coalesce(batches.c.end_status, BatchStatus.CANCELLED),
+    )
+
+
+async def status_of(conn: AsyncConnection, batch_id: str) -> str | None:
+    """scheduler: the batch's status (None: unknown)."""
+    status = (await conn.execute(select(batches.c.status).where(batches.c.id == batch_id))).scalar()
+    return None if status is None else str(status)
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+async def lock_for_record(db: Database, conn: AsyncConnection, batch_id: str) -> AnyRow | None:
+    """results: (project_id, api_key_id, discount, total) of a batch whose outcomes are being
+    recorded, its row locked first (PostgreSQL) so that recording and closing cannot deadlock."""
+    query = select(batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total)
+    row: AnyRow | None = (await conn.execute(lock_rows(db, query.where(batches.c.id == batch_id)))).first()
+    return row
+
+
+async def add_outcomes(
+    conn: AsyncConnection,
+    batch_id: str,
+    *,
+    succeeded: int,
+    failed: int,
+    input_tokens: int,
+    cached_tokens: int,
+    output_tokens: int,
+    reasoning_tokens: int,
+    cost_usd: float,
+) -> AnyRow:
+    """results: fold recorded outcomes into the counters; returns the new (completed_count,
+    failed_count)."""
+    result = await conn.execute(
+        update(batches)
+        .where(batches.c.id == batch_id)
+        .values(
+            completed_count=batches.c.completed_count + succeeded,
+            failed_count=batches.c.failed_count + failed,
+            input_tokens=batches.c.input_tokens + input_tokens,
+            cached_tokens=batches.c.cached_tokens + cached_tokens,
+            output_tokens=batches.c.output_tokens + output_tokens,
+            reasoning_tokens=batches.c.reasoning_tokens + reasoning_tokens,
+            cost_usd=batches.c.cost_usd + cost_usd,
+        )
+        .returning(batches.c.completed_count, batches.c.failed_count)
+    )
+    return result.one()
+
+
+async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> AnyRow | None:
+    """results: claim the finalize of a batch that is due (nothing open: → finalizing) or whose
+    finalizer's lease lapsed, until `lease_until`. Returns (created_at, traceparent) when
+    claimed, None when it is not due or another replica holds it."""
+    row = (
+        await conn.execute(
+            select(
+                batches.c.status,
+                batches.c.total,
+                batches.c.completed_count,
+                batches.c.failed_count,
+                batches.c.created_at,
+                batches.c.traceparent,
+            ).where(batches.c.id == batch_id)
+        )
+    ).first()
+    if row is None:
+        return None
+    if row.status in BATCH_RUNNING:
+        if row.completed_count + row.failed_count < row.total:
+            return None
+        moved = await transition(conn, batch_id, BatchStatus.FINALIZING, finalize_lease_until=lease_until)
+        return row if moved else None
+    if row.status == BatchStatus.FINALIZING:
+        result = await conn.execute(
+            update(batches)
+            .where(
+                batches.c.id == batch_id,
+                batches.c.status == BatchStatus.FINALIZING,
+                or_(batches.c.finalize_lease_until.is_(None), batches.c.finalize_lease_until < time.time()),
+            )
+            .values(finalize_lease_until=lease_until)
+        )
+        return row if result.rowcount == 1 else None
+    return None
+
+
+async def renew_finalize(conn: AsyncConnection, batch_id: str, until: float | None) -> None:
+    """results: move (or, with None, drop) the lease of a finalize in progress."""
+    await conn.execute(
+        update(batches)
+        .where(batches.c.id == batch_id, batches.c.status == BatchStatus.FINALIZING)
+        .values(finalize_lease_until=until)
+    )
+
+
+async def due_for_finalize(conn: AsyncConnection) -> list[str]:
+    """results: batches with nothing open left, and finalizes whose replica stopped renewing."""
+    now = time.time()
+    query = select(batches.c.id).where(
+        or_(
+            (batches.c.status.in_(BATCH_RUNNING))
+            & (batches.c.completed_count + batches.c.failed_count >= batches.c.total),
+            (batches.c.status == BatchStatus.FINALIZING)
+            & (batches.c.finalize_lease_until.is_(None) | (batches.c.finalize_lease_until < now)),
+        )
+    )
+    return list((await conn.execute(query)).scalars().all())

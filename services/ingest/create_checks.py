@@ -1,0 +1,149 @@
+"""A create's checks of the request itself (not its records), before anything is stored:
+endpoint, completion window, metadata, priority, output expiry and the input file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.catalogue import SUPPORTED_ENDPOINTS
+from batchgate.services.common.config import Settings, parse_window
+from batchgate.services.common.db import AnyRow
+from batchgate.services.common.states import FilePurpose
+from batchgate.v1 import batches_pb2
+
+MIN_OUTPUT_EXPIRY_S = 3600
+MAX_OUTPUT_EXPIRY_S = 30 * 86400
+METADATA_MAX_PAIRS = 16
+METADATA_MAX_KEY = 64
+METADATA_MAX_VALUE = 512
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateOptions:
+    """What the request asks for beyond its records, checked before anything is stored."""
+
+    tier: int
+    priority: int
+    priority_spelling: str | None
+    output_expiry_s: int | None
+    window_s: int
+
+
+def check_request(settings: Settings, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
+    """The request's own fields (400 on the first bad one)."""
+    if request.endpoint not in SUPPORTED_ENDPOINTS:
+        raise errors.invalid(
+            f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(SUPPORTED_ENDPOINTS)}.",
+            "invalid_endpoint",
+            "endpoint",
+        )
+    if request.completion_window not in settings.completion_window_list:
+        raise errors.invalid(
+            f"'completion_window' must be one of {list(settings.completion_window_list)}.",
+            "invalid_completion_window",
+            "completion_window",
+        )
+    check_metadata(dict(request.metadata))
+    if bool(request.input_file_id) == bool(inline):
+        raise errors.invalid(
+            "Give either 'input_file_id' or inline 'requests'.", "missing_input", "input_file_id"
+        )
+
+
+def check_source(settings: Settings, source: AnyRow) -> None:
+    """The input file can feed a batch: purpose `batch`, within the size limit."""
+    if source.purpose != FilePurpose.BATCH:
+        raise errors.invalid(
+            f"File {source.id!r} has purpose {source.purpose!r}; batches need 'batch'.",
+            "invalid_input_file",
+            "input_file_id",
+        )
+    if source.bytes > settings.max_file_bytes:
+        raise errors.invalid(
+            f"The input is {source.bytes} bytes; the limit is {settings.max_file_bytes}.",
+            "input_too_large",
+            "input_file_id",
+        )
+
+
+def request_options(request: batches_pb2.CreateBatchRequest) -> CreateOptions:
+    """The request's priority, output expiry and window, checked and read once."""
+    tier, priority, spelling = parse_priority(pv.to_python(request.priority))
+    return CreateOptions(
+        tier=tier,
+        priority=priority,
+        priority_spelling=spelling,
+        output_expiry_s=check_output_expiry(request),
+        window_s=window_seconds(request.completion_window),
+    )
+
+
+def window_seconds(window: str) -> int:
+    """A requested `completion_window` in seconds ('24h' → 86400), read once before anything is
+    stored; 400 `invalid_completion_window` when unreadable (the accepted ones were checked when
+    the settings were loaded)."""
+    try:
+        return parse_window(window)
+    except ValueError:
+        raise errors.invalid(
+            f"Unsupported completion_window {window!r}.", "invalid_completion_window", "completion_window"
+        ) from None
+
+
+def check_metadata(metadata: dict[str, str]) -> None:
+    if len(metadata) > METADATA_MAX_PAIRS:
+        raise errors.invalid(
+            f"'metadata' may hold at most {METADATA_MAX_PAIRS} pairs.", "invalid_metadata", "metadata"
+        )
+    for key, value in metadata.items():
+        if len(key) > METADATA_MAX_KEY:
+            raise errors.invalid(
+                f"Metadata key {key[:80]!r} is longer than {METADATA_MAX_KEY} characters.",
+                "invalid_metadata",
+                "metadata",
+            )
+        if len(value) > METADATA_MAX_VALUE:
+            raise errors.invalid(
+                f"Metadata value of {key!r} is longer than {METADATA_MAX_VALUE} characters.",
+                "invalid_metadata",
+                "metadata",
+            )
+
+
+def parse_priority(value: Any) -> tuple[int, int, str | None]:
+    """(tier, integer priority, spelling to echo back) from `standard`/`expedited`/an integer."""
+    if value is None or value == "standard":
+        return 0, 0, None
+    if value == "expedited":
+        return 1, 0, orjson.dumps(value).decode()
+    if isinstance(value, int) and not isinstance(value, bool) and -1_000_000 <= value <= 1_000_000:
+        return 0, value, orjson.dumps(value).decode()
+    raise errors.invalid(
+        "'priority' must be 'standard', 'expedited' or an integer.", "invalid_priority", "priority"
+    )
+
+
+def check_output_expiry(request: batches_pb2.CreateBatchRequest) -> int | None:
+    """Seconds the output and error files live, from `output_expires_after` (or None)."""
+    if not request.HasField("output_expires_after"):
+        return None
+    expiry = request.output_expires_after
+    if expiry.anchor != "created_at":
+        raise errors.invalid(
+            "'output_expires_after.anchor' must be 'created_at'.",
+            "invalid_output_expires_after",
+            "output_expires_after",
+        )
+    if not MIN_OUTPUT_EXPIRY_S <= expiry.seconds <= MAX_OUTPUT_EXPIRY_S:
+        raise errors.invalid(
+            f"'output_expires_after.seconds' must be between {MIN_OUTPUT_EXPIRY_S} and "
+            f"{MAX_OUTPUT_EXPIRY_S}.",
+            "invalid_output_expires_after",
+            "output_expires_after",
+        )
+    return int(expiry.seconds)
