@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from enum import StrEnum
 
 import grpc
 
@@ -40,6 +41,14 @@ log = logging.getLogger(__name__)
 # Refusals that end a due time (recorded on the template). Anything else (503: spend could
 # not be checked, a lost connection) leaves the due time to the next call.
 FINAL_REFUSALS = frozenset({400, 402, 404, 409, 413, 422})
+
+
+class RunOutcome(StrEnum):
+    """What a due time came to: the `outcome` label of `batchgate.template.runs`."""
+
+    CREATED = "created"
+    REFUSED = "refused"
+    PAUSED = "paused"
 
 
 class _AlreadyServed(Exception):
@@ -113,7 +122,7 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
             return await self._refused(row, request.due_at, next_run, exc.code or "refused", exc.message)
         log.info("template %s: run %s for %.0f", row.id, result.batch.id, request.due_at)
         await submit_batch(self._scheduler, result.batch.id)
-        self._metrics.template_runs.add(1, {"outcome": "created", "error_code": ""})
+        self._metrics.template_runs.add(1, {"outcome": RunOutcome.CREATED, "error_code": ""})
         return templates_pb2.SpawnRunResponse(batch_id=result.batch.id)
 
     async def _refused(
@@ -133,5 +142,7 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         if not served:
             return templates_pb2.SpawnRunResponse(already_done=True)
         log.warning("template %s: no run for %.0f: %s (%s)", row.id, due_at, code, message)
-        self._metrics.template_runs.add(1, {"outcome": "paused" if pause else "refused", "error_code": code})
+        self._metrics.template_runs.add(
+            1, {"outcome": RunOutcome.PAUSED if pause else RunOutcome.REFUSED, "error_code": code}
+        )
         return templates_pb2.SpawnRunResponse(refused_code=code)
