@@ -130,6 +130,24 @@ class ApiClient:
             params["state"] = state
         return self._download(f"/batches/{_segment(batch_id)}/results", out, params)
 
+    # --- recurring batch templates ---------------------------------------------------------
+
+    def list_templates(self, **query: Any) -> dict[str, Any]:
+        return self._call("GET", "/batch_templates", params={k: v for k, v in query.items() if v is not None})
+
+    def get_template(self, template_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/batch_templates/{_segment(template_id)}")
+
+    def update_template(self, template_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", f"/batch_templates/{_segment(template_id)}", json=body)
+
+    def template_action(self, template_id: str, action: str) -> dict[str, Any]:
+        """`pause` or `resume`."""
+        return self._call("POST", f"/batch_templates/{_segment(template_id)}/{action}", json={})
+
+    def delete_template(self, template_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/batch_templates/{_segment(template_id)}")
+
     # --- usage -------------------------------------------------------------------------------
 
     def usage(self, **query: Any) -> dict[str, Any]:

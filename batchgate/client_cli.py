@@ -9,7 +9,6 @@ JSON with `--json`; results go to stdout, progress and notes to stderr; exit cod
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,17 +17,12 @@ from typing import Any
 
 from batchgate import client_views as views
 from batchgate.api_client import ApiClient, ApiFailure, save_to
+from batchgate.client_commands import Handler, add_verb, common_options, runner
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
-from batchgate.services.common.loading import load_settings
-from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState, TemplateStatus
 
-BASE_URL_ENV = "BATCHGATE_BASE_URL"
-API_KEY_ENV = "BATCHGATE_API_KEY"
 PRIORITIES = ("standard", "expedited")
-
-Handler = Callable[[argparse.Namespace, ApiClient], ExitCode]
-
 
 # --- output ---------------------------------------------------------------------------------------
 
@@ -122,6 +116,10 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         body["metadata"] = _metadata(args.metadata)
     if args.priority is not None:
         body["priority"] = _priority(args.priority)
+    if args.cron or args.cron_timezone:
+        if args.wait:
+            raise CommandError(ExitCode.INVALID, "--wait follows a batch; a --cron template spawns many")
+        body.update({k: v for k, v in (("cron", args.cron), ("cron_timezone", args.cron_timezone)) if v})
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
     uploaded = api.upload_file(path)
     views.note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
@@ -134,6 +132,11 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     _show_rejections(batch, rejections_out, api)
     if not args.json:
         print(batch["id"], flush=True)
+    if batch["status"] == TemplateStatus.SCHEDULED:
+        views.note(f"template {batch['id']} scheduled: next run at {views.when(batch['next_run_at'])}")
+        if args.json:
+            views.print_json(batch)
+        return ExitCode.OK
     views.note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
     if not args.wait:
         if args.json:
@@ -222,39 +225,6 @@ def cmd_usage(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 # --- wiring ---------------------------------------------------------------------------------------
 
 
-def _client(args: argparse.Namespace) -> ApiClient:
-    base_url = args.base_url or os.environ.get(BASE_URL_ENV) or f"{load_settings(args.config).base_url}/v1"
-    api_key = args.api_key or os.environ.get(API_KEY_ENV)
-    if not api_key:
-        raise CommandError(
-            ExitCode.INVALID,
-            f"no API key: pass --api-key or set {API_KEY_ENV} (an operator creates one with "
-            "`batchgate keys create`)",
-        )
-    return ApiClient(base_url, api_key, args.timeout)
-
-
-def _runner(handler: Handler) -> Callable[[argparse.Namespace], None]:
-    def run(args: argparse.Namespace) -> None:
-        with _client(args) as api:
-            code = handler(args, api)
-        if code != ExitCode.OK:
-            sys.exit(int(code))
-
-    return run
-
-
-def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--base-url", help=f"REST base URL with /v1 (default: ${BASE_URL_ENV}, else this host's gateway)"
-    )
-    common.add_argument("--api-key", help=f"API key (default: ${API_KEY_ENV})")
-    common.add_argument("--json", action="store_true", help="print the API's JSON answer (for scripts)")
-    common.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP call (default 60)")
-    return common
-
-
 def _wait_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="show progress until the batch ends, then download"
@@ -268,16 +238,12 @@ def _wait_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    common = _common_options()
+    common = common_options()
 
     def verb(
         verbs: Any, name: str, handler: Handler, help: str, *positionals: str
     ) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = verbs.add_parser(name, parents=[common], help=help)
-        for positional in positionals:
-            parser.add_argument(positional)
-        parser.set_defaults(func=_runner(handler))
-        return parser
+        return add_verb(verbs, common, name, handler, help, *positionals)
 
     batches = sub.add_parser("batches", help="create, follow, list, cancel batches and fetch results")
     verbs = batches.add_subparsers(dest="batches_command", required=True)
@@ -291,6 +257,10 @@ def add_commands(sub: Any) -> None:
     )
     create.add_argument("--idempotency-key", help="a retry with the same key returns the same batch")
     create.add_argument("--rejections-out", metavar="FILE", help="save every rejected record (JSONL) here")
+    create.add_argument(
+        "--cron", help='a recurring batch: a run at each time of this 5-field expression ("0 2 * * *")'
+    )
+    create.add_argument("--cron-timezone", help="IANA time zone of --cron (default UTC)")
     _wait_options(create)
     _wait_options(verb(verbs, "get", cmd_batches_get, "show one batch", "batch_id"))
     listing = verb(verbs, "list", cmd_batches_list, "list batches, newest first")
@@ -327,4 +297,4 @@ def add_commands(sub: Any) -> None:
     usage.add_argument("--api-key-id", help="only requests made with this key")
     usage.add_argument("--start-time", type=int, help="unix seconds, inclusive")
     usage.add_argument("--end-time", type=int, help="unix seconds, exclusive")
-    usage.set_defaults(func=_runner(cmd_usage))
+    usage.set_defaults(func=runner(cmd_usage))

@@ -44,6 +44,7 @@ SERVICE_CLUSTERS = {
     "batchgate.v1.FilesService": "ingest",
     "batchgate.v1.BatchService": "ingest",
     "batchgate.v1.ModelsService": "ingest",
+    "batchgate.v1.BatchTemplateService": "ingest",
     "batchgate.v1.ResultsService": "results",
     "batchgate.v1.MessageBatchService": "ingest",
     "batchgate.v1.MessageBatchResultsService": "results",

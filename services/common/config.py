@@ -74,7 +74,8 @@ class Settings:
     ingest_addrs: str = _setting(
         "",
         "BATCHGATE_INGEST_ADDRS",
-        "Comma-separated host:port of ingest replicas (Envoy's cluster). Empty: `127.0.0.1:<ingest_port>`.",
+        "Comma-separated host:port of ingest replicas (Envoy's cluster; the scheduler's recurring-batch "
+        "runs). Empty: `127.0.0.1:<ingest_port>`.",
     )
     scheduler_addrs: str = _setting(
         "",
@@ -282,6 +283,12 @@ class Settings:
         "Test hook: comma-separated crash points (services/common/faults.py) at which the "
         "process exits abruptly (`fail:<point>`: fails once there as a lost connection). Never set "
         "in production.",
+    )
+    template_clock_file: str = _setting(
+        "",
+        "BATCHGATE_TEMPLATE_CLOCK_FILE",
+        "Test hook: a file holding unix seconds that recurring-batch scheduling reads as the "
+        "current time (services/common/cron.py). Empty: the system clock. Never set in production.",
     )
     # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")

@@ -25,7 +25,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import orjson
 
@@ -84,6 +84,16 @@ class CreateResult:
     """How many records were rejected with each code (a new batch's, not a replay's)."""
 
 
+class RunClaim(Protocol):
+    """A create that is the run of a recurring template (services.ingest.template_runs)."""
+
+    template_id: str
+
+    async def claim(self, conn: Connection) -> None:
+        """In the transaction that publishes the run: take the template's due time, or raise
+        (another replica made this run) so that the run is discarded."""
+
+
 @dataclass(frozen=True)
 class _Draft:
     """A batch being created: still `validating`, invisible."""
@@ -93,6 +103,7 @@ class _Draft:
     input_file: str
     source_blob: str | None
     """The uploaded input's blob; None for inline requests (stored during the create)."""
+    run_of: RunClaim | None = None
 
 
 class BatchCreator:
@@ -119,9 +130,11 @@ class BatchCreator:
         request: batches_pb2.CreateBatchRequest,
         inline: list[Any],
         idempotency_key: str | None = None,
+        run_of: RunClaim | None = None,
     ) -> CreateResult:
         """Create a batch from `request`, whose inline records (if any) come as `inline`:
-        decoded JSON values, not the request's `requests` field."""
+        decoded JSON values, not the request's `requests` field. `run_of`: the batch is a run
+        of that template."""
         started = time.monotonic()
         check_request(self._shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
@@ -136,7 +149,7 @@ class BatchCreator:
             claim = claimed
         try:
             await check_budgets(self._db, self._spend, caller)
-            draft = await self._open(caller, request, options)
+            draft = await self._open(caller, request, options, run_of)
             try:
                 result = await self._fill(draft, request, inline, options, claim)
             except BaseException:
@@ -172,8 +185,27 @@ class BatchCreator:
         preview = [Rejection(r.line, r.custom_id, r.error_code, r.error_message) for r in rejected]
         return CreateResult(row, preview, replayed=True)
 
+    async def check_template(self, caller: Principal, request: batches_pb2.CreateBatchRequest) -> None:
+        """Check a recurring template's request as a create would, short of reading the
+        records (each run does): the fields, the webhook, and the input file."""
+        check_request(self._shape, request, [])
+        await check_webhook_url(request.webhook_url, self._settings)
+        request_options(request)
+        await self.check_input_file(caller, request.input_file_id)
+
+    async def check_input_file(self, caller: Principal, file_id: str) -> None:
+        """404 unless `file_id` is the caller's; 400 unless it is an input a batch may read."""
+        async with self._db.read() as conn:
+            check_source(
+                self._settings, await visible_file(conn, caller.project_id, file_id, param="input_file_id")
+            )
+
     async def _open(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: CreateOptions
+        self,
+        caller: Principal,
+        request: batches_pb2.CreateBatchRequest,
+        options: CreateOptions,
+        run_of: RunClaim | None,
     ) -> _Draft:
         """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
@@ -183,9 +215,9 @@ class BatchCreator:
                     conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
                 )
                 check_source(self._settings, source)
-                draft = _Draft(caller, self._shape.new_id(), source.id, source.blob_id)
+                draft = _Draft(caller, self._shape.new_id(), source.id, source.blob_id, run_of)
             else:
-                draft = _Draft(caller, self._shape.new_id(), new_file_id(), None)
+                draft = _Draft(caller, self._shape.new_id(), new_file_id(), None, run_of)
             await batches.insert_validating(
                 conn,
                 id=draft.batch,
@@ -204,6 +236,7 @@ class BatchCreator:
                 webhook_url=request.webhook_url or None,
                 output_expires_after_s=options.output_expiry_s,
                 traceparent=telemetry.current_traceparent() or None,
+                template_id=run_of.template_id if run_of else None,
             )
         return draft
 
@@ -270,6 +303,8 @@ class BatchCreator:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")
             if claim is not None:
                 await claim.bind(conn, draft.batch)
+            if draft.run_of is not None:
+                await draft.run_of.claim(conn)
             row = await batches.get(conn, draft.batch)
         return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 

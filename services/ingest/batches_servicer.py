@@ -1,4 +1,5 @@
-"""BatchService: create, get, list, cancel and update metadata."""
+"""BatchService: create, get, list, cancel and update metadata. A create with `cron` makes a
+recurring template instead (services.ingest.template_create)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from batchgate.services.common import proto_values as pv
 from batchgate.services.common.auth import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
+from batchgate.services.common.ids import plausible_id
 from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
 from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.idempotency import key_from_metadata
 from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.template_create import TemplateMaker
 from batchgate.services.ingest.views import batch_message
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
@@ -31,19 +34,23 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         db: Database,
         scheduler: scheduler_pb2_grpc.SchedulerServiceStub,
         creator: BatchCreator,
+        templates: TemplateMaker,
     ) -> None:
         self._settings = settings
         self._db = db
         self._scheduler = scheduler
         self._creator = creator
+        self._templates = templates
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         request, json_values = rest_input.decode_body(request, keep_json=("requests",))
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
-        request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
+        if request.cron or request.cron_timezone:
+            return await self._templates.create(principal(), request, bool(inline), key)
+        request.ClearField("requests")  # the records travel as `inline`
         result = await self._creator.create(principal(), request, inline, key)
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
@@ -78,6 +85,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 status=request.status,
                 metadata_key=request.metadata_key,
                 metadata_value=request.metadata_value or None,
+                template_id=request.template_id,
                 after=request.after,
                 limit=limit + 1,
             )
@@ -85,7 +93,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
-        """The `status` and `metadata_key`/`metadata_value` filters of a listing."""
+        """The `status`, `metadata_key`/`metadata_value` and `template_id` filters of a listing."""
         if request.status and request.status not in LISTED_STATUSES:
             raise errors.invalid(
                 f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
@@ -94,6 +102,8 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             raise errors.invalid(
                 "'metadata_value' needs 'metadata_key'.", "invalid_metadata_filter", "metadata_value"
             )
+        if request.template_id and not plausible_id(request.template_id):
+            raise errors.invalid("'template_id' is not a template id.", "invalid_value", "template_id")
 
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext

@@ -19,7 +19,7 @@ from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-from batchgate.v1 import batches_pb2, files_pb2, message_batches_pb2, models_pb2, results_pb2
+from batchgate.v1 import batches_pb2, files_pb2, message_batches_pb2, models_pb2, results_pb2, templates_pb2
 
 V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 _V1ALPHA_PACKAGE = "grpc.reflection.v1alpha"
@@ -29,6 +29,7 @@ _PUBLIC_FILES = (
     batches_pb2,
     results_pb2,
     models_pb2,
+    templates_pb2,
     message_batches_pb2,
     health_pb2,
     reflection_pb2,
@@ -44,6 +45,7 @@ def public_services() -> list[str]:
         models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name,
         message_batches_pb2.DESCRIPTOR.services_by_name["MessageBatchService"].full_name,
         message_batches_pb2.DESCRIPTOR.services_by_name["MessageBatchResultsService"].full_name,
+        templates_pb2.DESCRIPTOR.services_by_name["BatchTemplateService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
         V1_SERVICE,

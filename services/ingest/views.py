@@ -69,4 +69,8 @@ def batch_message(row: AnyRow) -> batches_pb2.Batch:
         rejected_records_file_id=pv.string_or_null(row.rejected_file_id),
         webhook_url=pv.string_or_null(row.webhook_url),
         cost=batches_pb2.BatchCost(currency="usd", amount=row.cost_usd, discount=row.discount),
+        template_id=pv.string_or_null(row.template_id),
+        next_run_at=pv.null(),
+        cron=pv.null(),
+        cron_timezone=pv.null(),
     )

@@ -98,12 +98,13 @@ async def page(
     status: str = "",
     metadata_key: str = "",
     metadata_value: str | None = None,
+    template_id: str = "",
     after: str = "",
     limit: int,
 ) -> list[AnyRow]:
     """ingest: up to `limit` of the project's visible OpenAI batches (Message Batches list through
-    their own API), newest first, after the id `after`, filtered by status and by a metadata key
-    (and value)."""
+    their own API), newest first, after the id `after`, filtered by status, by a metadata key
+    (and value) and by the recurring template whose runs they are."""
     query = select(batches).where(
         batches.c.project_id == project_id,
         batches.c.status != BatchStatus.VALIDATING,
@@ -113,9 +114,28 @@ async def page(
         query = query.where(batches.c.status == status)
     if metadata_key:
         query = query.where(json_object_has(db, batches.c.metadata, metadata_key, metadata_value))
+    if template_id:
+        query = query.where(batches.c.template_id == template_id)
     if after:
         query = query.where(batches.c.id < after)
     return list((await conn.execute(query.order_by(batches.c.id.desc()).limit(limit))).all())
+
+
+async def runs_of_template(
+    conn: AsyncConnection, project_id: str, template_id: str, limit: int
+) -> list[AnyRow]:
+    """ingest: the newest `limit` published runs of the project's recurring template."""
+    query = (
+        select(batches)
+        .where(
+            batches.c.template_id == template_id,
+            batches.c.project_id == project_id,
+            batches.c.status != BatchStatus.VALIDATING,
+        )
+        .order_by(batches.c.id.desc())
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).all())
 
 
 async def set_metadata(conn: AsyncConnection, batch_id: str, metadata_json: str | None) -> None:
