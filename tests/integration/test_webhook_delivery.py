@@ -111,7 +111,7 @@ async def test_two_replicas_send_each_event_once(db: Database, database_url: str
         rows = await deliveries(db)
         assert [(r.status, r.attempts, r.last_status_code) for r in rows] == [("delivered", 1, 200)] * 40
         assert len(calls) == 40
-        assert sorted(c.headers["batchgate-event-id"] for c in calls) == sorted(r.event_id for r in rows)
+        assert sorted(c.headers["webhook-id"] for c in calls) == sorted(r.event_id for r in rows)
         verify = readme_verifier()
         assert all(verify(secret, c.headers, c.body) for c in calls)
         assert [(a.attempt, a.status_code, a.error) for a in await attempts(db)] == [(1, 200, None)] * 40
