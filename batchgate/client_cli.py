@@ -26,6 +26,7 @@ from services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
 BASE_URL_ENV = "BATCHGATE_BASE_URL"
 API_KEY_ENV = "BATCHGATE_API_KEY"
 PRIORITIES = ("standard", "expedited")
+RETRY_SELECTIONS = (ItemState.FAILED.value, ItemState.EXPIRED.value, ItemState.CANCELLED.value)
 
 Handler = Callable[[argparse.Namespace, ApiClient], ExitCode]
 
@@ -81,6 +82,7 @@ def _describe_batch(batch: dict[str, Any]) -> None:
     ]
     if batch.get("metadata"):
         lines.append(f"  metadata   {json.dumps(batch['metadata'], ensure_ascii=False)}")
+    lines.extend(_lineage(batch))
     usage = batch.get("usage") or {}
     if usage.get("total_tokens"):
         lines.append(f"  tokens     {usage.get('input_tokens')} in, {usage.get('output_tokens')} out")
@@ -88,6 +90,14 @@ def _describe_batch(batch: dict[str, Any]) -> None:
     if cost.get("amount"):
         lines.append(f"  cost       {cost['amount']:.6f} {cost.get('currency', '')}")
     print("\n".join(lines))
+
+
+def _lineage(batch: dict[str, Any]) -> list[str]:
+    """The retry links of a batch, as lines of `_describe_batch`."""
+    lines = [f"  retry of   {batch['retry_of']}"] if batch.get("retry_of") else []
+    if batch.get("retries"):
+        lines.append(f"  retried as {', '.join(batch['retries'])}")
+    return lines
 
 
 def _describe_file(file: dict[str, Any]) -> None:
@@ -229,6 +239,18 @@ def cmd_batches_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 
 def cmd_batches_cancel(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     return _show(args, api.cancel_batch(args.batch_id), lambda b: print(f"{b['id']} {b['status']}"))
+
+
+def cmd_batches_retry(args: argparse.Namespace, api: ApiClient) -> ExitCode:
+    batch = api.retry_batch(args.batch_id, args.only, args.model)
+    if not args.json:
+        print(batch["id"], flush=True)
+        _note(f"retry of {batch.get('retry_of')}: {batch['request_counts']['total']} request(s)")
+    if not args.wait:
+        if args.json:
+            _print_json(batch)
+        return ExitCode.OK
+    return _finished(api, _wait(api, batch, args.poll_interval), args)
 
 
 def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode:
@@ -402,6 +424,14 @@ def add_commands(sub: Any) -> None:
     listing.add_argument("--limit", type=int, help="1..100 (default 20)")
     listing.add_argument("--after", help="page after this batch id")
     verb(verbs, "cancel", cmd_batches_cancel, "cancel a batch (finished items are kept)", "batch_id")
+    retry = verb(
+        verbs, "retry", cmd_batches_retry, "run an ended batch's unsuccessful items again", "batch_id"
+    )
+    retry.add_argument(
+        "--only", choices=RETRY_SELECTIONS, help="only items that ended so (default: all three)"
+    )
+    retry.add_argument("--model", help="another model (public alias) for every retried request")
+    _wait_options(retry)
     results = verb(
         verbs, "results", cmd_batches_results, "stream a batch's per-item results (JSONL)", "batch_id"
     )

@@ -27,7 +27,7 @@ from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x61tchgate/v1/batches.proto\x12\x0c\x62\x61tchgate.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x97\x03\n\x12\x43reateBatchRequest\x12\x15\n\rinput_file_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x19\n\x11\x63ompletion_window\x18\x03 \x01(\t\x12@\n\x08metadata\x18\x04 \x03(\x0b\x32..batchgate.v1.CreateBatchRequest.MetadataEntry\x12\x38\n\x14output_expires_after\x18\x05 \x01(\x0b\x32\x1a.batchgate.v1.ExpiresAfter\x12(\n\x08requests\x18\x06 \x03(\x0b\x32\x16.google.protobuf.Value\x12(\n\x08priority\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x13\n\x0bwebhook_url\x18\x08 \x01(\t\x12\'\n\thttp_body\x18\t \x01(\x0b\x32\x14.google.api.HttpBody\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"/\n\x0c\x45xpiresAfter\x12\x0e\n\x06\x61nchor\x18\x01 \x01(\t\x12\x0f\n\x07seconds\x18\x02 \x01(\x05\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\x7f\n\x12ListBatchesRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\t\x12\x12\n\x05limit\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x14\n\x0cmetadata_key\x18\x04 \x01(\t\x12\x16\n\x0emetadata_value\x18\x05 \x01(\tB\x08\n\x06_limit\"\xad\x01\n\x13ListBatchesResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12!\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x13.batchgate.v1.Batch\x12(\n\x08\x66irst_id\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x07last_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x10\n\x08has_more\x18\x05 \x01(\x08\"O\n\x12\x43\x61ncelBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\'\n\thttp_body\x18\x02 \x01(\x0b\x32\x14.google.api.HttpBody\"\xd2\x01\n\x1aUpdateBatchMetadataRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12H\n\x08metadata\x18\x02 \x03(\x0b\x32\x36.batchgate.v1.UpdateBatchMetadataRequest.MetadataEntry\x12\'\n\thttp_body\x18\x03 \x01(\x0b\x32\x14.google.api.HttpBody\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb6\x08\n\x05\x42\x61tch\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x15\n\rinput_file_id\x18\x04 \x01(\t\x12\x19\n\x11\x63ompletion_window\x18\x05 \x01(\t\x12\x0e\n\x06status\x18\x06 \x01(\t\x12.\n\x0eoutput_file_id\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\rerror_file_id\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x12\n\ncreated_at\x18\t \x01(\r\x12.\n\x0ein_progress_at\x18\n \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\nexpires_at\x18\x0b \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\rfinalizing_at\x18\x0c \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x0c\x63ompleted_at\x18\r \x01(\x0b\x32\x16.google.protobuf.Value\x12)\n\tfailed_at\x18\x0e \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\nexpired_at\x18\x0f \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\rcancelling_at\x18\x10 \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x0c\x63\x61ncelled_at\x18\x11 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x33\n\x0erequest_counts\x18\x12 \x01(\x0b\x32\x1b.batchgate.v1.RequestCounts\x12(\n\x08metadata\x18\x13 \x01(\x0b\x32\x16.google.protobuf.Value\x12&\n\x06\x65rrors\x18\x14 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05model\x18\x15 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x05usage\x18\x16 \x01(\x0b\x32\x18.batchgate.v1.BatchUsage\x12(\n\x08priority\x18\x17 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x16\n\x0erejected_count\x18\x18 \x01(\x05\x12\x36\n\x10rejected_records\x18\x19 \x03(\x0b\x32\x1c.batchgate.v1.RejectedRecord\x12\x38\n\x18rejected_records_file_id\x18\x1a \x01(\x0b\x32\x16.google.protobuf.Value\x12+\n\x0bwebhook_url\x18\x1b \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x04\x63ost\x18\x1c \x01(\x0b\x32\x17.batchgate.v1.BatchCost\"A\n\rRequestCounts\x12\r\n\x05total\x18\x01 \x01(\x05\x12\x11\n\tcompleted\x18\x02 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x05\"\xd1\x01\n\nBatchUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12>\n\x14input_tokens_details\x18\x02 \x01(\x0b\x32 .batchgate.v1.InputTokensDetails\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12@\n\x15output_tokens_details\x18\x04 \x01(\x0b\x32!.batchgate.v1.OutputTokensDetails\x12\x14\n\x0ctotal_tokens\x18\x05 \x01(\r\"+\n\x12InputTokensDetails\x12\x15\n\rcached_tokens\x18\x01 \x01(\r\"/\n\x13OutputTokensDetails\x12\x18\n\x10reasoning_tokens\x18\x01 \x01(\r\"?\n\tBatchCost\x12\x10\n\x08\x63urrency\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\x12\x10\n\x08\x64iscount\x18\x03 \x01(\x01\"h\n\x0eRejectedRecord\x12\x0c\n\x04line\x18\x01 \x01(\x05\x12)\n\tcustom_id\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t2\xc0\x04\n\x0c\x42\x61tchService\x12\x64\n\x0b\x43reateBatch\x12 .batchgate.v1.CreateBatchRequest\x1a\x13.batchgate.v1.Batch\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x0b/v1/batches:\thttp_body\x12^\n\x08GetBatch\x12\x1d.batchgate.v1.GetBatchRequest\x1a\x13.batchgate.v1.Batch\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/batches/{batch_id}\x12g\n\x0bListBatches\x12 .batchgate.v1.ListBatchesRequest\x1a!.batchgate.v1.ListBatchesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/batches\x12v\n\x0b\x43\x61ncelBatch\x12 .batchgate.v1.CancelBatchRequest\x1a\x13.batchgate.v1.Batch\"0\x82\xd3\xe4\x93\x02*\"\x1d/v1/batches/{batch_id}/cancel:\thttp_body\x12\x88\x01\n\x13UpdateBatchMetadata\x12(.batchgate.v1.UpdateBatchMetadataRequest\x1a\x13.batchgate.v1.Batch\"2\x82\xd3\xe4\x93\x02,\"\x1f/v1/batches/{batch_id}/metadata:\thttp_bodyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x61tchgate/v1/batches.proto\x12\x0c\x62\x61tchgate.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"k\n\x11RetryBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0c\n\x04only\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\'\n\thttp_body\x18\x04 \x01(\x0b\x32\x14.google.api.HttpBody\"\x97\x03\n\x12\x43reateBatchRequest\x12\x15\n\rinput_file_id\x18\x01 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\x12\x19\n\x11\x63ompletion_window\x18\x03 \x01(\t\x12@\n\x08metadata\x18\x04 \x03(\x0b\x32..batchgate.v1.CreateBatchRequest.MetadataEntry\x12\x38\n\x14output_expires_after\x18\x05 \x01(\x0b\x32\x1a.batchgate.v1.ExpiresAfter\x12(\n\x08requests\x18\x06 \x03(\x0b\x32\x16.google.protobuf.Value\x12(\n\x08priority\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x13\n\x0bwebhook_url\x18\x08 \x01(\t\x12\'\n\thttp_body\x18\t \x01(\x0b\x32\x14.google.api.HttpBody\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"/\n\x0c\x45xpiresAfter\x12\x0e\n\x06\x61nchor\x18\x01 \x01(\t\x12\x0f\n\x07seconds\x18\x02 \x01(\x05\"#\n\x0fGetBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\x7f\n\x12ListBatchesRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\t\x12\x12\n\x05limit\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x14\n\x0cmetadata_key\x18\x04 \x01(\t\x12\x16\n\x0emetadata_value\x18\x05 \x01(\tB\x08\n\x06_limit\"\xad\x01\n\x13ListBatchesResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12!\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x13.batchgate.v1.Batch\x12(\n\x08\x66irst_id\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x07last_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x10\n\x08has_more\x18\x05 \x01(\x08\"O\n\x12\x43\x61ncelBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\'\n\thttp_body\x18\x02 \x01(\x0b\x32\x14.google.api.HttpBody\"\xd2\x01\n\x1aUpdateBatchMetadataRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12H\n\x08metadata\x18\x02 \x03(\x0b\x32\x36.batchgate.v1.UpdateBatchMetadataRequest.MetadataEntry\x12\'\n\thttp_body\x18\x03 \x01(\x0b\x32\x14.google.api.HttpBody\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf1\x08\n\x05\x42\x61tch\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x15\n\rinput_file_id\x18\x04 \x01(\t\x12\x19\n\x11\x63ompletion_window\x18\x05 \x01(\t\x12\x0e\n\x06status\x18\x06 \x01(\t\x12.\n\x0eoutput_file_id\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\rerror_file_id\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x12\n\ncreated_at\x18\t \x01(\r\x12.\n\x0ein_progress_at\x18\n \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\nexpires_at\x18\x0b \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\rfinalizing_at\x18\x0c \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x0c\x63ompleted_at\x18\r \x01(\x0b\x32\x16.google.protobuf.Value\x12)\n\tfailed_at\x18\x0e \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\nexpired_at\x18\x0f \x01(\x0b\x32\x16.google.protobuf.Value\x12-\n\rcancelling_at\x18\x10 \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x0c\x63\x61ncelled_at\x18\x11 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x33\n\x0erequest_counts\x18\x12 \x01(\x0b\x32\x1b.batchgate.v1.RequestCounts\x12(\n\x08metadata\x18\x13 \x01(\x0b\x32\x16.google.protobuf.Value\x12&\n\x06\x65rrors\x18\x14 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05model\x18\x15 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x05usage\x18\x16 \x01(\x0b\x32\x18.batchgate.v1.BatchUsage\x12(\n\x08priority\x18\x17 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x16\n\x0erejected_count\x18\x18 \x01(\x05\x12\x36\n\x10rejected_records\x18\x19 \x03(\x0b\x32\x1c.batchgate.v1.RejectedRecord\x12\x38\n\x18rejected_records_file_id\x18\x1a \x01(\x0b\x32\x16.google.protobuf.Value\x12+\n\x0bwebhook_url\x18\x1b \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x04\x63ost\x18\x1c \x01(\x0b\x32\x17.batchgate.v1.BatchCost\x12(\n\x08retry_of\x18< \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0f\n\x07retries\x18= \x03(\t\"A\n\rRequestCounts\x12\r\n\x05total\x18\x01 \x01(\x05\x12\x11\n\tcompleted\x18\x02 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x03 \x01(\x05\"\xd1\x01\n\nBatchUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\r\x12>\n\x14input_tokens_details\x18\x02 \x01(\x0b\x32 .batchgate.v1.InputTokensDetails\x12\x15\n\routput_tokens\x18\x03 \x01(\r\x12@\n\x15output_tokens_details\x18\x04 \x01(\x0b\x32!.batchgate.v1.OutputTokensDetails\x12\x14\n\x0ctotal_tokens\x18\x05 \x01(\r\"+\n\x12InputTokensDetails\x12\x15\n\rcached_tokens\x18\x01 \x01(\r\"/\n\x13OutputTokensDetails\x12\x18\n\x10reasoning_tokens\x18\x01 \x01(\r\"?\n\tBatchCost\x12\x10\n\x08\x63urrency\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\x12\x10\n\x08\x64iscount\x18\x03 \x01(\x01\"h\n\x0eRejectedRecord\x12\x0c\n\x04line\x18\x01 \x01(\x05\x12)\n\tcustom_id\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x0c\n\x04\x63ode\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t2\xb5\x05\n\x0c\x42\x61tchService\x12\x64\n\x0b\x43reateBatch\x12 .batchgate.v1.CreateBatchRequest\x1a\x13.batchgate.v1.Batch\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x0b/v1/batches:\thttp_body\x12^\n\x08GetBatch\x12\x1d.batchgate.v1.GetBatchRequest\x1a\x13.batchgate.v1.Batch\"\x1e\x82\xd3\xe4\x93\x02\x18\x12\x16/v1/batches/{batch_id}\x12g\n\x0bListBatches\x12 .batchgate.v1.ListBatchesRequest\x1a!.batchgate.v1.ListBatchesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\x0b/v1/batches\x12v\n\x0b\x43\x61ncelBatch\x12 .batchgate.v1.CancelBatchRequest\x1a\x13.batchgate.v1.Batch\"0\x82\xd3\xe4\x93\x02*\"\x1d/v1/batches/{batch_id}/cancel:\thttp_body\x12\x88\x01\n\x13UpdateBatchMetadata\x12(.batchgate.v1.UpdateBatchMetadataRequest\x1a\x13.batchgate.v1.Batch\"2\x82\xd3\xe4\x93\x02,\"\x1f/v1/batches/{batch_id}/metadata:\thttp_body\x12s\n\nRetryBatch\x12\x1f.batchgate.v1.RetryBatchRequest\x1a\x13.batchgate.v1.Batch\"/\x82\xd3\xe4\x93\x02)\"\x1c/v1/batches/{batch_id}/retry:\thttp_bodyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,38 +48,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BATCHSERVICE'].methods_by_name['CancelBatch']._serialized_options = b'\202\323\344\223\002*\"\035/v1/batches/{batch_id}/cancel:\thttp_body'
   _globals['_BATCHSERVICE'].methods_by_name['UpdateBatchMetadata']._loaded_options = None
   _globals['_BATCHSERVICE'].methods_by_name['UpdateBatchMetadata']._serialized_options = b'\202\323\344\223\002,\"\037/v1/batches/{batch_id}/metadata:\thttp_body'
-  _globals['_CREATEBATCHREQUEST']._serialized_start=132
-  _globals['_CREATEBATCHREQUEST']._serialized_end=539
-  _globals['_CREATEBATCHREQUEST_METADATAENTRY']._serialized_start=492
-  _globals['_CREATEBATCHREQUEST_METADATAENTRY']._serialized_end=539
-  _globals['_EXPIRESAFTER']._serialized_start=541
-  _globals['_EXPIRESAFTER']._serialized_end=588
-  _globals['_GETBATCHREQUEST']._serialized_start=590
-  _globals['_GETBATCHREQUEST']._serialized_end=625
-  _globals['_LISTBATCHESREQUEST']._serialized_start=627
-  _globals['_LISTBATCHESREQUEST']._serialized_end=754
-  _globals['_LISTBATCHESRESPONSE']._serialized_start=757
-  _globals['_LISTBATCHESRESPONSE']._serialized_end=930
-  _globals['_CANCELBATCHREQUEST']._serialized_start=932
-  _globals['_CANCELBATCHREQUEST']._serialized_end=1011
-  _globals['_UPDATEBATCHMETADATAREQUEST']._serialized_start=1014
-  _globals['_UPDATEBATCHMETADATAREQUEST']._serialized_end=1224
-  _globals['_UPDATEBATCHMETADATAREQUEST_METADATAENTRY']._serialized_start=492
-  _globals['_UPDATEBATCHMETADATAREQUEST_METADATAENTRY']._serialized_end=539
-  _globals['_BATCH']._serialized_start=1227
-  _globals['_BATCH']._serialized_end=2305
-  _globals['_REQUESTCOUNTS']._serialized_start=2307
-  _globals['_REQUESTCOUNTS']._serialized_end=2372
-  _globals['_BATCHUSAGE']._serialized_start=2375
-  _globals['_BATCHUSAGE']._serialized_end=2584
-  _globals['_INPUTTOKENSDETAILS']._serialized_start=2586
-  _globals['_INPUTTOKENSDETAILS']._serialized_end=2629
-  _globals['_OUTPUTTOKENSDETAILS']._serialized_start=2631
-  _globals['_OUTPUTTOKENSDETAILS']._serialized_end=2678
-  _globals['_BATCHCOST']._serialized_start=2680
-  _globals['_BATCHCOST']._serialized_end=2743
-  _globals['_REJECTEDRECORD']._serialized_start=2745
-  _globals['_REJECTEDRECORD']._serialized_end=2849
-  _globals['_BATCHSERVICE']._serialized_start=2852
-  _globals['_BATCHSERVICE']._serialized_end=3428
+  _globals['_BATCHSERVICE'].methods_by_name['RetryBatch']._loaded_options = None
+  _globals['_BATCHSERVICE'].methods_by_name['RetryBatch']._serialized_options = b'\202\323\344\223\002)\"\034/v1/batches/{batch_id}/retry:\thttp_body'
+  _globals['_RETRYBATCHREQUEST']._serialized_start=131
+  _globals['_RETRYBATCHREQUEST']._serialized_end=238
+  _globals['_CREATEBATCHREQUEST']._serialized_start=241
+  _globals['_CREATEBATCHREQUEST']._serialized_end=648
+  _globals['_CREATEBATCHREQUEST_METADATAENTRY']._serialized_start=601
+  _globals['_CREATEBATCHREQUEST_METADATAENTRY']._serialized_end=648
+  _globals['_EXPIRESAFTER']._serialized_start=650
+  _globals['_EXPIRESAFTER']._serialized_end=697
+  _globals['_GETBATCHREQUEST']._serialized_start=699
+  _globals['_GETBATCHREQUEST']._serialized_end=734
+  _globals['_LISTBATCHESREQUEST']._serialized_start=736
+  _globals['_LISTBATCHESREQUEST']._serialized_end=863
+  _globals['_LISTBATCHESRESPONSE']._serialized_start=866
+  _globals['_LISTBATCHESRESPONSE']._serialized_end=1039
+  _globals['_CANCELBATCHREQUEST']._serialized_start=1041
+  _globals['_CANCELBATCHREQUEST']._serialized_end=1120
+  _globals['_UPDATEBATCHMETADATAREQUEST']._serialized_start=1123
+  _globals['_UPDATEBATCHMETADATAREQUEST']._serialized_end=1333
+  _globals['_UPDATEBATCHMETADATAREQUEST_METADATAENTRY']._serialized_start=601
+  _globals['_UPDATEBATCHMETADATAREQUEST_METADATAENTRY']._serialized_end=648
+  _globals['_BATCH']._serialized_start=1336
+  _globals['_BATCH']._serialized_end=2473
+  _globals['_REQUESTCOUNTS']._serialized_start=2475
+  _globals['_REQUESTCOUNTS']._serialized_end=2540
+  _globals['_BATCHUSAGE']._serialized_start=2543
+  _globals['_BATCHUSAGE']._serialized_end=2752
+  _globals['_INPUTTOKENSDETAILS']._serialized_start=2754
+  _globals['_INPUTTOKENSDETAILS']._serialized_end=2797
+  _globals['_OUTPUTTOKENSDETAILS']._serialized_start=2799
+  _globals['_OUTPUTTOKENSDETAILS']._serialized_end=2846
+  _globals['_BATCHCOST']._serialized_start=2848
+  _globals['_BATCHCOST']._serialized_end=2911
+  _globals['_REJECTEDRECORD']._serialized_start=2913
+  _globals['_REJECTEDRECORD']._serialized_end=3017
+  _globals['_BATCHSERVICE']._serialized_start=3020
+  _globals['_BATCHSERVICE']._serialized_end=3713
 # @@protoc_insertion_point(module_scope)

@@ -9,6 +9,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RetryBatchRequest(_message.Message):
+    __slots__ = ("batch_id", "only", "model", "http_body")
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    ONLY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    HTTP_BODY_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    only: str
+    model: str
+    http_body: _httpbody_pb2.HttpBody
+    def __init__(self, batch_id: _Optional[str] = ..., only: _Optional[str] = ..., model: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
+
 class CreateBatchRequest(_message.Message):
     __slots__ = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after", "requests", "priority", "webhook_url", "http_body")
     class MetadataEntry(_message.Message):
@@ -106,7 +118,7 @@ class UpdateBatchMetadataRequest(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("id", "object", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "request_counts", "metadata", "errors", "model", "usage", "priority", "rejected_count", "rejected_records", "rejected_records_file_id", "webhook_url", "cost")
+    __slots__ = ("id", "object", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "request_counts", "metadata", "errors", "model", "usage", "priority", "rejected_count", "rejected_records", "rejected_records_file_id", "webhook_url", "cost", "retry_of", "retries")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +147,8 @@ class Batch(_message.Message):
     REJECTED_RECORDS_FILE_ID_FIELD_NUMBER: _ClassVar[int]
     WEBHOOK_URL_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    RETRY_OF_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     endpoint: str
@@ -163,7 +177,9 @@ class Batch(_message.Message):
     rejected_records_file_id: _struct_pb2.Value
     webhook_url: _struct_pb2.Value
     cost: BatchCost
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., endpoint: _Optional[str] = ..., input_file_id: _Optional[str] = ..., completion_window: _Optional[str] = ..., status: _Optional[str] = ..., output_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[int] = ..., in_progress_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finalizing_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expired_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelling_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelled_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., request_counts: _Optional[_Union[RequestCounts, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., errors: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., usage: _Optional[_Union[BatchUsage, _Mapping]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., rejected_count: _Optional[int] = ..., rejected_records: _Optional[_Iterable[_Union[RejectedRecord, _Mapping]]] = ..., rejected_records_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cost: _Optional[_Union[BatchCost, _Mapping]] = ...) -> None: ...
+    retry_of: _struct_pb2.Value
+    retries: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., endpoint: _Optional[str] = ..., input_file_id: _Optional[str] = ..., completion_window: _Optional[str] = ..., status: _Optional[str] = ..., output_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[int] = ..., in_progress_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finalizing_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expired_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelling_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelled_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., request_counts: _Optional[_Union[RequestCounts, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., errors: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., usage: _Optional[_Union[BatchUsage, _Mapping]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., rejected_count: _Optional[int] = ..., rejected_records: _Optional[_Iterable[_Union[RejectedRecord, _Mapping]]] = ..., rejected_records_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cost: _Optional[_Union[BatchCost, _Mapping]] = ..., retry_of: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retries: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RequestCounts(_message.Message):
     __slots__ = ("total", "completed", "failed")

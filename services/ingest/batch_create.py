@@ -78,6 +78,15 @@ class CreateResult:
     """How many records were rejected with each code (a new batch's, not a replay's)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class RetryLineage:
+    """What a retry's batch records of its source (`services.ingest.retry`)."""
+
+    retry_of: str
+    selection: str
+    """`<only or all>:<model or nothing>`: one retry batch per source and selection."""
+
+
 @dataclass(frozen=True)
 class _Draft:
     """A batch being created: still `validating`, invisible."""
@@ -110,9 +119,11 @@ class BatchCreator:
         request: batches_pb2.CreateBatchRequest,
         inline: list[Any],
         idempotency_key: str | None = None,
+        lineage: RetryLineage | None = None,
     ) -> CreateResult:
         """Create a batch from `request`, whose inline records (if any) come as `inline`:
-        decoded JSON values, not the request's `requests` field."""
+        decoded JSON values, not the request's `requests` field. A retry passes its `lineage`
+        (its records are inline but as large as a file may be)."""
         started = time.monotonic()
         check_request(self._settings, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
@@ -127,9 +138,9 @@ class BatchCreator:
             claim = claimed
         try:
             await check_budgets(self._db, self._spend, caller)
-            draft = await self._open(caller, request, options)
+            draft = await self._open(caller, request, options, lineage)
             try:
-                result = await self._fill(draft, request, inline, options, claim)
+                result = await self._fill(draft, request, inline, options, claim, lineage)
             except BaseException:
                 await discard_batch(self._db, draft.batch)
                 raise
@@ -164,7 +175,11 @@ class BatchCreator:
         return CreateResult(row, preview, replayed=True)
 
     async def _open(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: CreateOptions
+        self,
+        caller: Principal,
+        request: batches_pb2.CreateBatchRequest,
+        options: CreateOptions,
+        lineage: RetryLineage | None,
     ) -> _Draft:
         """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
@@ -195,6 +210,8 @@ class BatchCreator:
                 webhook_url=request.webhook_url or None,
                 output_expires_after_s=options.output_expiry_s,
                 traceparent=telemetry.current_traceparent() or None,
+                retry_of=lineage.retry_of if lineage else None,
+                retry_selection=lineage.selection if lineage else None,
             )
         return draft
 
@@ -205,12 +222,14 @@ class BatchCreator:
         inline_requests: list[Any],
         options: CreateOptions,
         claim: Claim | None,
+        lineage: RetryLineage | None,
     ) -> CreateResult:
         """Check every record and store the items (step 3), then publish it all (step 4)."""
         owner = f"create:{draft.batch}"
         inline = None
         if draft.source_blob is None:
-            inline = await store_inline(self._db, self._settings, owner, inline_requests, request.endpoint)
+            limit = self._settings.max_inline_bytes if lineage is None else self._settings.max_file_bytes
+            inline = await store_inline(self._db, limit, owner, inline_requests, request.endpoint)
         rejections = Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None

@@ -19,7 +19,8 @@ from services.ingest.batch_create import BatchCreator, CreateResult
 from services.ingest.create_checks import check_metadata
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
-from services.ingest.views import batch_message
+from services.ingest.retry import BatchRetrier
+from services.ingest.views import batch_message, batch_messages
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self._db = db
         self._scheduler = scheduler
         self._creator = creator
+        self._retrier = BatchRetrier(db, creator)
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
@@ -48,6 +50,16 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
         result = await self._creator.create(principal(), request, inline, key)
+        return await self._submit(result, context)
+
+    async def RetryBatch(
+        self, request: batches_pb2.RetryBatchRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        request, _ = rest_input.decode_body(request)
+        return await self._submit(await self._retrier.retry(principal(), request), context)
+
+    async def _submit(self, result: CreateResult, context: grpc.aio.ServicerContext) -> batches_pb2.Batch:
+        """Hand a new batch to the scheduler and answer it; a replay is only answered."""
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
@@ -74,7 +86,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self, request: batches_pb2.GetBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         async with self._db.read() as conn:
-            return batch_message(await visible_batch(conn, principal().project_id, request.batch_id))
+            row = await visible_batch(conn, principal().project_id, request.batch_id)
+            (message,) = await batch_messages(conn, [row])
+            return message
 
     async def ListBatches(
         self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext
@@ -95,7 +109,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 after=request.after,
                 limit=limit + 1,
             )
-        page = [batch_message(r) for r in rows[:limit]]
+            page = await batch_messages(conn, rows[:limit])
         return batches_pb2.ListBatchesResponse(
             object="list",
             data=page,
@@ -158,4 +172,5 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
             await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
-            return batch_message(await visible_batch(conn, project, request.batch_id))
+            (message,) = await batch_messages(conn, [await visible_batch(conn, project, request.batch_id)])
+            return message

@@ -78,16 +78,17 @@ def inline_line(index: int, request: Any, endpoint: str) -> bytes:
 
 
 async def store_inline(
-    db: Database, settings: Settings, owner: str, requests: list[Any], endpoint: str
+    db: Database, max_bytes: int, owner: str, requests: list[Any], endpoint: str
 ) -> BlobWriter:
-    """The inline requests as an input-file blob, stored but not yet published."""
+    """The inline requests as an input-file blob of at most `max_bytes`, stored but not yet
+    published."""
     writer = BlobWriter(db, owner)
     for index, value in enumerate(requests):
         await writer.write(inline_line(index, value, endpoint) + b"\n")
-        if writer.size > settings.max_inline_bytes:
+        if writer.size > max_bytes:
             raise errors.ApiError(
                 413,
-                f"Inline requests exceed {settings.max_inline_bytes} bytes, the limit per "
+                f"Inline requests exceed {max_bytes} bytes, the limit per "
                 "request; upload them as a file instead.",
                 "input_too_large",
                 "requests",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from batchgate.v1 import batches_pb2, files_pb2
 from services.common import proto_values as pv
-from services.common.db import Row
+from services.common.db import Connection, Row, batches
 
 
 def file_message(row: Row[Any]) -> files_pb2.File:
@@ -31,7 +32,14 @@ def _priority(row: Row[Any]) -> Any:
     return "expedited" if row.priority_tier else "standard"
 
 
-def batch_message(row: Row[Any]) -> batches_pb2.Batch:
+async def batch_messages(conn: Connection, rows: Sequence[Row[Any]]) -> list[batches_pb2.Batch]:
+    """The batches `rows` as messages, each with its retries (one query for all)."""
+    retries = await batches.retries_of(conn, [row.id for row in rows])
+    return [batch_message(row, retries.get(row.id, ())) for row in rows]
+
+
+def batch_message(row: Row[Any], retries: Sequence[str] = ()) -> batches_pb2.Batch:
+    """A batches row as the public Batch; `retries`: the batches that retried it."""
     errors_list = orjson.loads(row.errors) if row.errors else None
     return batches_pb2.Batch(
         id=row.id,
@@ -69,4 +77,6 @@ def batch_message(row: Row[Any]) -> batches_pb2.Batch:
         rejected_records_file_id=pv.string_or_null(row.rejected_file_id),
         webhook_url=pv.string_or_null(row.webhook_url),
         cost=batches_pb2.BatchCost(currency="usd", amount=row.cost_usd, discount=row.discount),
+        retry_of=pv.string_or_null(row.retry_of),
+        retries=retries,
     )

@@ -1,9 +1,10 @@
 """The `items` table (one row per input record): the only place its SQL lives, besides the
 scheduler's queue statements over items and sessions (`services.common.db.queue`).
 
-Who may call what: ingest inserts a create's items (`queued` or `rejected`) and deletes those
-of a discarded create; results stores outcomes over current leases (`lock_current`,
-`store_outcomes`) and reads items to write the output and error files.
+Who may call what: ingest inserts a create's items (`queued` or `rejected`), deletes those
+of a discarded create and reads those a retry runs again; results stores outcomes over
+current leases (`lock_current`, `store_outcomes`) and reads items to write the output and
+error files.
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row
         .where(items.c.batch_id == batch_id, items.c.state == ItemState.REJECTED)
         .order_by(items.c.idx)
         .limit(limit)
+    )
+    return list((await conn.execute(query)).all())
+
+
+async def retryable(conn: AsyncConnection, batch_id: str, states: tuple[str, ...]) -> list[Row[Any]]:
+    """ingest: (custom_id, body) of the batch's items in `states` that have a request body (a
+    rejected record has none), in input order: what a retry runs again."""
+    query = (
+        select(items.c.custom_id, items.c.body)
+        .where(items.c.batch_id == batch_id, items.c.state.in_(states), items.c.body.is_not(None))
+        .order_by(items.c.idx)
     )
     return list((await conn.execute(query)).all())
 

@@ -121,8 +121,13 @@ batches = Table(
     Column("traceparent", String(64), nullable=True),  # the create call's trace
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
+    # A retry (POST /v1/batches/{id}/retry): the batch it re-runs and what it selected
+    # (`<only or all>:<model or nothing>`), one retry batch per source and selection.
+    Column("retry_of", String(40), nullable=True),
+    Column("retry_selection", String(240), nullable=True),
     Index("ix_batches_project_id", "project_id", "id"),
     Index("ix_batches_status", "status"),
+    Index("ix_batches_retry_of", "retry_of", "retry_selection"),
 )
 
 # Idempotency-Key → batch, per project (ingest).

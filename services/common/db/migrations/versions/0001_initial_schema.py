@@ -58,10 +58,13 @@ def upgrade() -> None:
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
+        sa.Column("retry_of", sa.String(length=40), nullable=True),
+        sa.Column("retry_selection", sa.String(length=240), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("batches", schema=None) as batch_op:
         batch_op.create_index("ix_batches_project_id", ["project_id", "id"], unique=False)
+        batch_op.create_index("ix_batches_retry_of", ["retry_of", "retry_selection"], unique=False)
         batch_op.create_index("ix_batches_status", ["status"], unique=False)
 
     op.create_table(
@@ -302,6 +305,7 @@ def downgrade() -> None:
     op.drop_table("blobs")
     with op.batch_alter_table("batches", schema=None) as batch_op:
         batch_op.drop_index("ix_batches_status")
+        batch_op.drop_index("ix_batches_retry_of")
         batch_op.drop_index("ix_batches_project_id")
 
     op.drop_table("batches")
