@@ -265,7 +265,10 @@ def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode
 
 
 def cmd_batches_results(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _download(args, lambda out: api.download_results(args.batch_id, out, args.partial, args.state))
+    result_format = "merged" if args.merged else "simple" if args.simple else None
+    return _download(
+        args, lambda out: api.download_results(args.batch_id, out, args.partial, args.state, result_format)
+    )
 
 
 # --- files ----------------------------------------------------------------------------------------
@@ -438,6 +441,15 @@ def add_commands(sub: Any) -> None:
     results.add_argument("--partial", action="store_true", help="what is finished so far, while it runs")
     results.add_argument(
         "--state", choices=(ItemState.SUCCEEDED.value, ItemState.FAILED.value), help="only these outcomes"
+    )
+    shape = results.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--merged",
+        action="store_true",
+        help="each line with the request's custom_id and body beside its outcome",
+    )
+    shape.add_argument(
+        "--simple", action="store_true", help='one {"custom_id", "content" or "error"} per line'
     )
     results.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 

@@ -120,11 +120,17 @@ async def store_outcomes(conn: AsyncConnection, rows: list[dict[str, Any]]) -> N
 
 
 async def line_page(
-    conn: AsyncConnection, batch_id: str, after: int, states: tuple[str, ...] | None, limit: int
+    conn: AsyncConnection,
+    batch_id: str,
+    after: int,
+    states: tuple[str, ...] | None,
+    limit: int,
+    with_body: bool = False,
 ) -> list[Row[Any]]:
-    """results: up to `limit` items (LINE_COLUMNS) after the index `after`, in input order,
-    optionally only those in `states`."""
-    query = select(*LINE_COLUMNS).where(items.c.batch_id == batch_id, items.c.idx > after)
+    """results: up to `limit` items (LINE_COLUMNS, then the request `body` when `with_body`)
+    after the index `after`, in input order, optionally only those in `states`."""
+    columns = (*LINE_COLUMNS, items.c.body) if with_body else LINE_COLUMNS
+    query = select(*columns).where(items.c.batch_id == batch_id, items.c.idx > after)
     if states is not None:
         query = query.where(items.c.state.in_(states))
     return list((await conn.execute(query.order_by(items.c.idx).limit(limit))).all())
