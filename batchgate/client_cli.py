@@ -71,7 +71,7 @@ def _counts(batch: dict[str, Any]) -> str:
 def _describe_batch(batch: dict[str, Any]) -> None:
     counts = batch.get("request_counts") or {}
     lines = [
-        f"{batch['id']}  {batch['status']}",
+        f"{batch['id']}  {batch['status']}" + (f"  {batch['name']}" if batch.get("name") else ""),
         f"  endpoint   {batch.get('endpoint')}  (model {batch.get('model') or '-'})",
         f"  requests   {counts.get('total', 0)} total, {counts.get('completed', 0)} completed, "
         f"{counts.get('failed', 0)} failed ({batch.get('rejected_count', 0)} rejected at create)",
@@ -191,7 +191,10 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     path = Path(args.input_file)
     if not path.is_file():
         raise CommandError(ExitCode.INVALID, f"no such input file: {path}")
-    body: dict[str, Any] = {"endpoint": args.endpoint, "completion_window": args.completion_window}
+    body: dict[str, Any] = {"completion_window": args.completion_window}
+    body.update(
+        {k: v for k, v in (("endpoint", args.endpoint), ("model", args.model), ("name", args.name)) if v}
+    )
     if args.metadata:
         body["metadata"] = _metadata(args.metadata)
     if args.priority is not None:
@@ -225,10 +228,17 @@ def cmd_batches_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 
 def _batches_table(page: dict[str, Any]) -> None:
     rows = [
-        (b["id"], b["status"], b.get("endpoint", ""), _counts(b), _when(b.get("created_at")))
+        (
+            b["id"],
+            b.get("name") or "-",
+            b["status"],
+            b.get("endpoint", ""),
+            _counts(b),
+            _when(b.get("created_at")),
+        )
         for b in page["data"]
     ]
-    _table(("ID", "STATUS", "ENDPOINT", "OK/FAILED/TOTAL", "CREATED"), rows)
+    _table(("ID", "NAME", "STATUS", "ENDPOINT", "OK/FAILED/TOTAL", "CREATED"), rows)
     if page.get("has_more"):
         _note(f"more: batchgate batches list --after {page['last_id']}")
 
@@ -413,7 +423,11 @@ def add_commands(sub: Any) -> None:
     verbs = batches.add_subparsers(dest="batches_command", required=True)
     create = verb(verbs, "create", cmd_batches_create, "upload a JSONL file and create a batch")
     create.add_argument("--input-file", required=True, help="JSONL, one request per line")
-    create.add_argument("--endpoint", required=True, help="e.g. /v1/chat/completions")
+    create.add_argument("--endpoint", help="e.g. /v1/chat/completions (the default with --model)")
+    create.add_argument(
+        "--model", help="the model every record must use (endpoint then defaults to chat completions)"
+    )
+    create.add_argument("--name", help="a name for people, shown in lists and the panel")
     create.add_argument("--completion-window", default="24h")
     create.add_argument("--priority", help="standard, expedited or an integer (higher runs first)")
     create.add_argument(

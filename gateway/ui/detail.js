@@ -29,6 +29,11 @@ const TIMESTAMPS = [
   ['expires_at', 'Window ends'],
 ];
 
+/** A link to another batch's page (retry links). */
+function batchLink(id) {
+  return h('a', { href: `#/batches/${encodeURIComponent(id)}`, class: 'mono' }, id, ' ');
+}
+
 export function renderDetail(main, batchId) {
   const heading = h('h1', { class: 'mono break' }, batchId);
   const statusLine = h('p', { class: 'status-line', role: 'status' });
@@ -144,6 +149,7 @@ export function renderDetail(main, batchId) {
       h(
         'dl',
         {},
+        batch.name ? [h('dt', {}, 'Name'), h('dd', { id: 'batch-name' }, batch.name)] : null,
         h('dt', {}, 'Endpoint'),
         h('dd', { class: 'mono' }, batch.endpoint),
         h('dt', {}, 'Model'),
@@ -152,6 +158,8 @@ export function renderDetail(main, batchId) {
         h('dd', {}, String(batch.priority)),
         h('dt', {}, 'Window'),
         h('dd', {}, batch.completion_window),
+        batch.retry_of ? [h('dt', {}, 'Retry of'), h('dd', {}, batchLink(batch.retry_of))] : null,
+        batch.retries?.length ? [h('dt', {}, 'Retried as'), h('dd', {}, batch.retries.map(batchLink))] : null,
       ),
       batch.errors?.data?.length
         ? h('ul', { class: 'errors' }, batch.errors.data.map((e) => h('li', {}, h('code', {}, e.code), ' ', e.message)))

@@ -54,6 +54,7 @@ from services.ingest.create_records import (
 from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from services.ingest.lookup import visible_batch, visible_file
 from services.ingest.metrics import IngestMetrics
+from services.ingest.simple_form import apply_defaults
 from services.ingest.sweeps import discard_batch
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ class BatchCreator:
         decoded JSON values, not the request's `requests` field. A retry passes its `lineage`
         (its records are inline but as large as a file may be)."""
         started = time.monotonic()
+        apply_defaults(self._settings, request)
         check_request(self._settings, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
@@ -210,6 +212,7 @@ class BatchCreator:
                 webhook_url=request.webhook_url or None,
                 output_expires_after_s=options.output_expiry_s,
                 traceparent=telemetry.current_traceparent() or None,
+                name=request.name or None,
                 retry_of=lineage.retry_of if lineage else None,
                 retry_selection=lineage.selection if lineage else None,
             )
@@ -229,13 +232,15 @@ class BatchCreator:
         inline = None
         if draft.source_blob is None:
             limit = self._settings.max_inline_bytes if lineage is None else self._settings.max_file_bytes
-            inline = await store_inline(self._db, limit, owner, inline_requests, request.endpoint)
+            inline = await store_inline(
+                self._db, limit, owner, inline_requests, request.endpoint, request.model
+            )
         rejections = Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
         checked = await check_records(
-            self._db, self._settings, draft.batch, request.endpoint, blob, rejections, param
+            self._db, self._settings, draft.batch, request.endpoint, blob, rejections, param, request.model
         )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)

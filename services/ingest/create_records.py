@@ -18,6 +18,7 @@ from services.common.db import Database
 from services.common.db.blobs import BlobWriter, read_lines
 from services.common.jsonl import dumps_line, one_line
 from services.ingest.item_writer import ItemWriter, item_row
+from services.ingest.simple_form import bare_record, is_bare
 from services.ingest.validation import Accepted, RecordChecker
 
 ERROR_PREVIEW_BYTES = 5000
@@ -65,26 +66,32 @@ class Checked:
     model: str | None
 
 
-def inline_line(index: int, request: Any, endpoint: str) -> bytes:
-    """One inline request as an input-file line; `{custom_id?, body}` is the short form."""
-    if isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
+def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> bytes:
+    """One inline request as an input-file line; `{custom_id?, body}` is the short form, and
+    with a batch-level `model` a bare request body is one too (`simple_form`)."""
+    if model and is_bare(request):
+        request = bare_record(index, request, endpoint, model)
+    elif isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
+        body = request["body"]
+        if model and isinstance(body, dict):
+            body = {"model": model, **body}
         request = {
             "custom_id": request.get("custom_id") or f"row-{index + 1}",
             "method": "POST",
             "url": endpoint,
-            "body": request["body"],
+            "body": body,
         }
     return one_line(orjson.dumps(request))
 
 
 async def store_inline(
-    db: Database, max_bytes: int, owner: str, requests: list[Any], endpoint: str
+    db: Database, max_bytes: int, owner: str, requests: list[Any], endpoint: str, model: str = ""
 ) -> BlobWriter:
     """The inline requests as an input-file blob of at most `max_bytes`, stored but not yet
-    published."""
+    published; `model`: the batch-level model, if given."""
     writer = BlobWriter(db, owner)
     for index, value in enumerate(requests):
-        await writer.write(inline_line(index, value, endpoint) + b"\n")
+        await writer.write(inline_line(index, value, endpoint, model) + b"\n")
         if writer.size > max_bytes:
             raise errors.ApiError(
                 413,
@@ -98,10 +105,18 @@ async def store_inline(
 
 
 async def check_records(
-    db: Database, settings: Settings, batch: str, endpoint: str, blob: str, rejections: Rejections, param: str
+    db: Database,
+    settings: Settings,
+    batch: str,
+    endpoint: str,
+    blob: str,
+    rejections: Rejections,
+    param: str,
+    model: str = "",
 ) -> Checked:
-    """Stream the input once: check each record, insert its item, collect rejections."""
-    checker = RecordChecker(settings, endpoint)
+    """Stream the input once: check each record, insert its item, collect rejections; with a
+    batch-level `model`, every record must use it."""
+    checker = RecordChecker(settings, endpoint, model=model or None)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0

@@ -3,7 +3,8 @@
 A retry is an ordinary create (same checks, limits, budgets and idempotency) whose records are
 the source batch's items that ended `failed`, `expired` or `cancelled` (or only one of those),
 with their custom_ids and request bodies as stored, optionally pointed at another model. The
-new batch keeps the source's endpoint, window, metadata, priority, webhook and output expiry,
+new batch keeps the source's endpoint, window, name, metadata, priority, webhook and output
+expiry,
 and records its source and selection (`retry_of`, `retry_selection`), which is what makes a
 retry idempotent for good: asking again with the same selection answers the batch made the
 first time. Concurrent first asks are serialized by an Idempotency-Key of the retry's own
@@ -59,6 +60,7 @@ def retry_request(source: Row[Any]) -> batches_pb2.CreateBatchRequest:
         completion_window=source.completion_window,
         metadata=orjson.loads(source.metadata) if source.metadata else {},
         webhook_url=source.webhook_url or "",
+        name=source.name or "",
     )
     if source.priority_spelling:
         request.priority.CopyFrom(pv.from_python(orjson.loads(source.priority_spelling)))

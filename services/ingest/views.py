@@ -78,5 +78,6 @@ def batch_message(row: Row[Any], retries: Sequence[str] = ()) -> batches_pb2.Bat
         webhook_url=pv.string_or_null(row.webhook_url),
         cost=batches_pb2.BatchCost(currency="usd", amount=row.cost_usd, discount=row.discount),
         retry_of=pv.string_or_null(row.retry_of),
+        name=pv.string_or_null(row.name),
         retries=retries,
     )

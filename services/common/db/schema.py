@@ -119,6 +119,7 @@ batches = Table(
     Column("webhook_url", String(2048), nullable=True),
     Column("output_expires_after_s", Integer, nullable=True),
     Column("traceparent", String(64), nullable=True),  # the create call's trace
+    Column("name", String(256), nullable=True),  # what the creator called it (extension)
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
     # A retry (POST /v1/batches/{id}/retry): the batch it re-runs and what it selected

@@ -57,6 +57,7 @@ def upgrade() -> None:
         sa.Column("webhook_url", sa.String(length=2048), nullable=True),
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
+        sa.Column("name", sa.String(length=256), nullable=True),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
         sa.Column("retry_of", sa.String(length=40), nullable=True),
         sa.Column("retry_selection", sa.String(length=240), nullable=True),
