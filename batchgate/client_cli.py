@@ -199,6 +199,8 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         body["metadata"] = _metadata(args.metadata)
     if args.priority is not None:
         body["priority"] = _priority(args.priority)
+    if args.dry_run:
+        return _dry_run(args, api, path, body)
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
     uploaded = api.upload_file(path)
     _note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
@@ -217,6 +219,42 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
             _print_json(batch)
         return ExitCode.OK
     return _finished(api, _wait(api, batch, args.poll_interval), args)
+
+
+def _record_or_text(line: str) -> Any:
+    """A JSONL line's value; a line that is not JSON goes as its text, for the server to reject."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return line
+
+
+def _dry_run(args: argparse.Namespace, api: ApiClient, path: Path, body: dict[str, Any]) -> ExitCode:
+    """Send the file's records inline with `dry_run` (so not even the upload is stored) and
+    print the would-be batch's summary and estimate."""
+    body["dry_run"] = True
+    lines = path.read_text(encoding="utf-8-sig").split("\n")
+    body["requests"] = [_record_or_text(line) for line in lines if line.strip()]
+    try:
+        batch = api.create_batch(body)
+    except ApiFailure as failure:
+        _show_rejections(failure.error, None, api)
+        raise
+    _show_rejections(batch, None, api)
+    if args.json:
+        _print_json(batch)
+        return ExitCode.OK
+    estimate = batch.get("estimate") or {}
+    currency = estimate.get("currency", "")
+    rows = [
+        ("records", f"{batch['request_counts']['total']} ({batch.get('rejected_count', 0)} rejected)"),
+        ("model", batch.get("model") or "-"),
+        ("input tokens", f"{estimate.get('input_tokens', 0)} ({estimate.get('tokenizer', '')})"),
+        ("max output tokens", str(estimate.get("max_output_tokens", 0))),
+        ("cost", f"{estimate.get('cost_min', 0):.6f} to {estimate.get('cost_max', 0):.6f} {currency}"),
+    ]
+    _table(("DRY RUN", "NOTHING WAS STORED"), rows)
+    return ExitCode.OK
 
 
 def cmd_batches_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -435,6 +473,9 @@ def add_commands(sub: Any) -> None:
     )
     create.add_argument("--idempotency-key", help="a retry with the same key returns the same batch")
     create.add_argument("--rejections-out", metavar="FILE", help="save every rejected record (JSONL) here")
+    create.add_argument(
+        "--dry-run", action="store_true", help="check and estimate tokens and cost; store nothing"
+    )
     _wait_options(create)
     _wait_options(verb(verbs, "get", cmd_batches_get, "show one batch", "batch_id"))
     listing = verb(verbs, "list", cmd_batches_list, "list batches, newest first")

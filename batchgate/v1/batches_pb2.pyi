@@ -22,7 +22,7 @@ class RetryBatchRequest(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., only: _Optional[str] = ..., model: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class CreateBatchRequest(_message.Message):
-    __slots__ = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after", "requests", "priority", "webhook_url", "http_body", "model", "name")
+    __slots__ = ("input_file_id", "endpoint", "completion_window", "metadata", "output_expires_after", "requests", "priority", "webhook_url", "http_body", "model", "name", "dry_run")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class CreateBatchRequest(_message.Message):
     HTTP_BODY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     input_file_id: str
     endpoint: str
     completion_window: str
@@ -52,7 +53,8 @@ class CreateBatchRequest(_message.Message):
     http_body: _httpbody_pb2.HttpBody
     model: str
     name: str
-    def __init__(self, input_file_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., completion_window: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., output_expires_after: _Optional[_Union[ExpiresAfter, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ..., model: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    dry_run: bool
+    def __init__(self, input_file_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., completion_window: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., output_expires_after: _Optional[_Union[ExpiresAfter, _Mapping]] = ..., requests: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[str] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ..., model: _Optional[str] = ..., name: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class ExpiresAfter(_message.Message):
     __slots__ = ("anchor", "seconds")
@@ -122,7 +124,7 @@ class UpdateBatchMetadataRequest(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ..., http_body: _Optional[_Union[_httpbody_pb2.HttpBody, _Mapping]] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("id", "object", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "request_counts", "metadata", "errors", "model", "usage", "priority", "rejected_count", "rejected_records", "rejected_records_file_id", "webhook_url", "cost", "retry_of", "retries", "name")
+    __slots__ = ("id", "object", "endpoint", "input_file_id", "completion_window", "status", "output_file_id", "error_file_id", "created_at", "in_progress_at", "expires_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at", "request_counts", "metadata", "errors", "model", "usage", "priority", "rejected_count", "rejected_records", "rejected_records_file_id", "webhook_url", "cost", "retry_of", "retries", "name", "dry_run", "estimate")
     ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +156,8 @@ class Batch(_message.Message):
     RETRY_OF_FIELD_NUMBER: _ClassVar[int]
     RETRIES_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     id: str
     object: str
     endpoint: str
@@ -185,7 +189,25 @@ class Batch(_message.Message):
     retry_of: _struct_pb2.Value
     retries: _containers.RepeatedScalarFieldContainer[str]
     name: _struct_pb2.Value
-    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., endpoint: _Optional[str] = ..., input_file_id: _Optional[str] = ..., completion_window: _Optional[str] = ..., status: _Optional[str] = ..., output_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[int] = ..., in_progress_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finalizing_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expired_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelling_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelled_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., request_counts: _Optional[_Union[RequestCounts, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., errors: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., usage: _Optional[_Union[BatchUsage, _Mapping]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., rejected_count: _Optional[int] = ..., rejected_records: _Optional[_Iterable[_Union[RejectedRecord, _Mapping]]] = ..., rejected_records_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cost: _Optional[_Union[BatchCost, _Mapping]] = ..., retry_of: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retries: _Optional[_Iterable[str]] = ..., name: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    dry_run: bool
+    estimate: BatchEstimate
+    def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., endpoint: _Optional[str] = ..., input_file_id: _Optional[str] = ..., completion_window: _Optional[str] = ..., status: _Optional[str] = ..., output_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[int] = ..., in_progress_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finalizing_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expired_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelling_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelled_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., request_counts: _Optional[_Union[RequestCounts, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., errors: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., usage: _Optional[_Union[BatchUsage, _Mapping]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., rejected_count: _Optional[int] = ..., rejected_records: _Optional[_Iterable[_Union[RejectedRecord, _Mapping]]] = ..., rejected_records_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cost: _Optional[_Union[BatchCost, _Mapping]] = ..., retry_of: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retries: _Optional[_Iterable[str]] = ..., name: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., dry_run: _Optional[bool] = ..., estimate: _Optional[_Union[BatchEstimate, _Mapping]] = ...) -> None: ...
+
+class BatchEstimate(_message.Message):
+    __slots__ = ("input_tokens", "max_output_tokens", "cost_min", "cost_max", "currency", "tokenizer")
+    INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COST_MIN_FIELD_NUMBER: _ClassVar[int]
+    COST_MAX_FIELD_NUMBER: _ClassVar[int]
+    CURRENCY_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZER_FIELD_NUMBER: _ClassVar[int]
+    input_tokens: int
+    max_output_tokens: int
+    cost_min: float
+    cost_max: float
+    currency: str
+    tokenizer: str
+    def __init__(self, input_tokens: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., cost_min: _Optional[float] = ..., cost_max: _Optional[float] = ..., currency: _Optional[str] = ..., tokenizer: _Optional[str] = ...) -> None: ...
 
 class RequestCounts(_message.Message):
     __slots__ = ("total", "completed", "failed")

@@ -168,6 +168,11 @@ class BatchCreator:
         )
         return result
 
+    @property
+    def spend(self) -> spend_pb2_grpc.SpendServiceStub:
+        """The results service's spend answers, for budget checks."""
+        return self._spend
+
     async def _replay(self, project_id: str, batch: str) -> CreateResult:
         """The answer of the create that made `batch`, as the batch stands now."""
         async with self._db.read() as conn:

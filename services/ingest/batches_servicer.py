@@ -17,6 +17,7 @@ from services.common.db import Database, batches
 from services.common.states import BATCH_TRANSITIONS, BatchStatus
 from services.ingest.batch_create import BatchCreator, CreateResult
 from services.ingest.create_checks import check_metadata
+from services.ingest.dry_run import DryRun
 from services.ingest.idempotency import key_from_metadata
 from services.ingest.lookup import check_cursor, visible_batch
 from services.ingest.retry import BatchRetrier
@@ -41,6 +42,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self._scheduler = scheduler
         self._creator = creator
         self._retrier = BatchRetrier(db, creator)
+        self._dry_run = DryRun(settings, db, creator.spend)
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
@@ -48,6 +50,8 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         request, json_values = rest_input.decode_body(request, keep_json=("requests",))
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
         request.ClearField("requests")  # the records travel as `inline`
+        if request.dry_run:
+            return await self._dry_run.answer(principal(), request, inline)
         key = key_from_metadata(context.invocation_metadata() or ())
         result = await self._creator.create(principal(), request, inline, key)
         return await self._submit(result, context)

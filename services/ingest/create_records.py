@@ -122,7 +122,7 @@ async def check_records(
     index = 0
     accepted = 0
     try:
-        async for line_number, raw in _numbered(read_lines(db, blob)):
+        async for line_number, raw in numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
             if index >= settings.max_batch_records:
@@ -175,7 +175,7 @@ def error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
     return preview
 
 
-async def _numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
+async def numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
     """(line number from 1, line); a UTF-8 byte order mark opening the input is dropped."""
     number = 0
     async for line in lines:
