@@ -83,6 +83,10 @@ def _describe_batch(batch: dict[str, Any]) -> None:
     if batch.get("metadata"):
         lines.append(f"  metadata   {json.dumps(batch['metadata'], ensure_ascii=False)}")
     lines.extend(_lineage(batch))
+    pace = batch.get("throughput")
+    if pace:
+        eta = f"{pace['eta_s']} s left" if pace.get("eta_s") is not None else "no estimate yet"
+        lines.append(f"  pace       {pace['items_per_s']} items/s, {pace['tokens_per_s']} tokens/s ({eta})")
     usage = batch.get("usage") or {}
     if usage.get("total_tokens"):
         lines.append(f"  tokens     {usage.get('input_tokens')} in, {usage.get('output_tokens')} out")

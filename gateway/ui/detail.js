@@ -110,8 +110,11 @@ export function renderDetail(main, batchId) {
   function renderProgress() {
     const p = progressOf(batch);
     const running = !isTerminal(batch.status);
-    const rate = meter.rate();
-    const eta = meter.eta(p.total - p.done);
+    // The server's pace over the last minute (`throughput`) when it gives one; else what this
+    // page measured between its polls.
+    const pace = batch.throughput;
+    const rate = pace ? pace.items_per_s : meter.rate();
+    const eta = pace ? pace.eta_s : meter.eta(p.total - p.done);
     replace(
       progress,
       h('h2', { id: 'progress-title' }, 'Progress'),
@@ -137,6 +140,7 @@ export function renderDetail(main, batchId) {
             h('dd', { id: 'rate' }, rate ? `${rate.toFixed(1)}/s` : '—'),
             h('dt', {}, 'Time left'),
             h('dd', { id: 'eta' }, eta !== null ? formatDuration(eta) : '—'),
+            pace ? [h('dt', {}, 'Tokens'), h('dd', { id: 'tokens-rate' }, `${Math.round(pace.tokens_per_s)}/s`)] : null,
           )
         : null,
     );

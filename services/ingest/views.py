@@ -10,6 +10,7 @@ import orjson
 from batchgate.v1 import batches_pb2, files_pb2
 from services.common import proto_values as pv
 from services.common.db import Connection, Row, batches
+from services.ingest.throughput import throughputs
 
 
 def file_message(row: Row[Any]) -> files_pb2.File:
@@ -33,13 +34,18 @@ def _priority(row: Row[Any]) -> Any:
 
 
 async def batch_messages(conn: Connection, rows: Sequence[Row[Any]]) -> list[batches_pb2.Batch]:
-    """The batches `rows` as messages, each with its retries (one query for all)."""
+    """The batches `rows` as messages, each with its retries and, while it runs, its
+    throughput (one query each for all)."""
     retries = await batches.retries_of(conn, [row.id for row in rows])
-    return [batch_message(row, retries.get(row.id, ())) for row in rows]
+    paces = await throughputs(conn, rows)
+    return [batch_message(row, retries.get(row.id, ()), paces.get(row.id)) for row in rows]
 
 
-def batch_message(row: Row[Any], retries: Sequence[str] = ()) -> batches_pb2.Batch:
-    """A batches row as the public Batch; `retries`: the batches that retried it."""
+def batch_message(
+    row: Row[Any], retries: Sequence[str] = (), throughput: dict[str, Any] | None = None
+) -> batches_pb2.Batch:
+    """A batches row as the public Batch; `retries`: the batches that retried it;
+    `throughput`: its pace while it runs."""
     errors_list = orjson.loads(row.errors) if row.errors else None
     return batches_pb2.Batch(
         id=row.id,
@@ -79,5 +85,6 @@ def batch_message(row: Row[Any], retries: Sequence[str] = ()) -> batches_pb2.Bat
         cost=batches_pb2.BatchCost(currency="usd", amount=row.cost_usd, discount=row.discount),
         retry_of=pv.string_or_null(row.retry_of),
         name=pv.string_or_null(row.name),
+        throughput=pv.from_python(throughput),
         retries=retries,
     )
