@@ -1,9 +1,10 @@
 """OpenTelemetry: tracer and meter setup, item traces, and the trace context between services.
 
-Configuration is the standard `OTEL_*` environment: spans and metrics go out over OTLP/gRPC
-when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variant) is set and not at all
-otherwise; `OTEL_SDK_DISABLED=true` or `OTEL_{TRACES,METRICS}_EXPORTER=none` turn a signal
-off, and the exporter and batch processor read their own `OTEL_EXPORTER_OTLP_*` / `OTEL_BSP_*`
+Configuration is the standard `OTEL_*` environment: spans and metrics go out over OTLP (gRPC,
+or HTTP/protobuf with `OTEL_EXPORTER_OTLP_PROTOCOL`: `otlp_exporters`) when
+`OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variant) is set and not at all otherwise;
+`OTEL_SDK_DISABLED=true` or `OTEL_{TRACES,METRICS}_EXPORTER=none` turn a signal off, and the
+exporter and batch processor read their own `OTEL_EXPORTER_OTLP_*` / `OTEL_BSP_*`
 variables. Each hosted service gets its own tracer and meter provider with
 `service.name = batchgate-<service>`, so the embedded process that hosts ingest, scheduler and
 results still shows three services. Metrics are also served for Prometheus when
@@ -38,6 +39,7 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from services.common.config import Settings
+from services.common.otlp_exporters import metric_exporter, span_exporter
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +131,11 @@ def _sampler() -> Any:
 
 
 def _span_processor() -> Any:
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or SPAN_QUEUE)
     batch = int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") or min(SPAN_EXPORT_BATCH, queue))
-    return BatchSpanProcessor(OTLPSpanExporter(), max_queue_size=queue, max_export_batch_size=batch)
+    return BatchSpanProcessor(span_exporter(), max_queue_size=queue, max_export_batch_size=batch)
 
 
 def _prometheus_reader(port: int, host: str) -> Any | None:
@@ -185,10 +186,9 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
             _tracers[service] = provider.get_tracer(INSTRUMENTATION)
         readers: list[Any] = []
         if otlp_metrics:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+            readers.append(PeriodicExportingMetricReader(metric_exporter()))
         if port and (prometheus := _prometheus_reader(port, settings.metrics_host)) is not None:
             readers.append(prometheus)
         if readers:
