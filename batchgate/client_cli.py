@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ def _when(stamp: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     for row in (headers, *rows):
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -191,6 +191,15 @@ def _finished(api: ApiClient, batch: dict[str, Any], args: argparse.Namespace) -
     return ExitCode.OTHER
 
 
+def _follow(args: argparse.Namespace, api: ApiClient, batch: dict[str, Any]) -> ExitCode:
+    """After a create or retry: with --wait, follow the new batch to its end and download."""
+    if not args.wait:
+        if args.json:
+            _print_json(batch)
+        return ExitCode.OK
+    return _finished(api, _wait(api, batch, args.poll_interval), args)
+
+
 def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     path = Path(args.input_file)
     if not path.is_file():
@@ -218,11 +227,7 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     if not args.json:
         print(batch["id"], flush=True)
     _note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
-    if not args.wait:
-        if args.json:
-            _print_json(batch)
-        return ExitCode.OK
-    return _finished(api, _wait(api, batch, args.poll_interval), args)
+    return _follow(args, api, batch)
 
 
 def _record_or_text(line: str) -> Any:
@@ -298,11 +303,7 @@ def cmd_batches_retry(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     if not args.json:
         print(batch["id"], flush=True)
         _note(f"retry of {batch.get('retry_of')}: {batch['request_counts']['total']} request(s)")
-    if not args.wait:
-        if args.json:
-            _print_json(batch)
-        return ExitCode.OK
-    return _finished(api, _wait(api, batch, args.poll_interval), args)
+    return _follow(args, api, batch)
 
 
 def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode:
