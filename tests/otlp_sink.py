@@ -192,8 +192,18 @@ class OtlpHttpSink(Received):
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
+            def _body(self) -> bytes:
+                if self.headers.get("transfer-encoding", "").lower() != "chunked":  # Envoy chunks
+                    return self.rfile.read(int(self.headers.get("content-length", "0")))
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0], 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                self.rfile.readline()  # the empty line after the last chunk
+                return b"".join(chunks)
+
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                body = self._body()
                 if self.headers.get("content-type") != "application/x-protobuf":
                     return self._answer(415)
                 if self.path.endswith("traces"):

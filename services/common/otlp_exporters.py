@@ -13,6 +13,7 @@ other value are a startup error rather than silently no telemetry.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 GRPC = "grpc"
@@ -20,11 +21,29 @@ HTTP_PROTOBUF = "http/protobuf"
 PROTOCOLS = (GRPC, HTTP_PROTOBUF)
 
 
-def protocol(signal: str) -> str:
+def signal_on(signal: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether OTLP export of `signal` (TRACES, METRICS) is configured and not switched off."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() == "none":
+        return False
+    return bool(endpoint(signal, environ))
+
+
+def endpoint(signal: str, environ: Mapping[str, str] = os.environ) -> str:
+    """The configured endpoint of `signal`: its own, else the shared one ('' when neither)."""
+    return (
+        environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or ""
+    )
+
+
+def protocol(signal: str, environ: Mapping[str, str] = os.environ) -> str:
     """The OTLP protocol of `signal` (TRACES, METRICS) from the environment."""
     chosen = (
-        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
+        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or GRPC
     ).strip()
     if chosen not in PROTOCOLS:

@@ -39,7 +39,7 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from services.common.config import Settings
-from services.common.otlp_exporters import metric_exporter, span_exporter
+from services.common.otlp_exporters import metric_exporter, signal_on, span_exporter
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +70,6 @@ _meter_providers: dict[str, Any] = {}
 _prometheus_server: Any = None
 _prometheus_tried = False
 _item_ratio = 0.0
-
-
-def _env_on(signal: str) -> bool:
-    """Whether OTLP export of `signal` (TRACES, METRICS) is configured and not switched off."""
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    if os.environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() == "none":
-        return False
-    return bool(
-        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
-    )
 
 
 def _service_name(service: str, hosted: Sequence[str]) -> str:
@@ -168,8 +156,8 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
     from opentelemetry.sdk.resources import Resource
 
     _item_ratio = settings.trace_sample_ratio
-    traces = _env_on("TRACES")
-    otlp_metrics = _env_on("METRICS")
+    traces = signal_on("TRACES")
+    otlp_metrics = signal_on("METRICS")
     port = settings.metrics_port_of(services, executor_index)
     for service in services:
         if service in _tracer_providers or service in _meter_providers:

@@ -1,9 +1,11 @@
 """OTLP over HTTP/protobuf (`OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`), to a real HTTP
-receiver on loopback: item traces across the four services and metrics arrive, the per-signal
-endpoint is used as given and the shared one gets the signal's path."""
+receiver on loopback: item traces across the four services, Envoy's span of the call and
+metrics arrive; the per-signal endpoint is used as given and the shared one gets the signal's
+path."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,8 +44,12 @@ def test_item_traces_and_metrics_go_out_over_otlp_http(
     stack, sink = http_traced
     client = stack.client()
     records = chat_records(3, prefix=f"otlp-http-{time.time_ns()}")
+    client_trace, client_span = secrets.token_hex(16), secrets.token_hex(8)
     batch = client.batches.create(
-        input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
+        input_file_id=upload(client, records).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_headers={"traceparent": f"00-{client_trace}-{client_span}-01"},
     )
     assert wait_for_batch(client, batch.id).request_counts.completed == 3
 
@@ -66,6 +72,21 @@ def test_item_traces_and_metrics_go_out_over_otlp_http(
     assert sink.paths["/collector/traces"] >= 1  # the per-signal endpoint, as given
     assert sink.paths["/v1/metrics"] >= 1  # the shared endpoint plus the signal's path
     assert set(sink.paths) <= {"/collector/traces", "/v1/metrics"}
+
+    # Envoy's own span is the call as the client made it: child of the client's span, parent
+    # of ingest's CreateBatch, to which every item's acceptance links.
+    def call_spans() -> list[Span]:
+        return [s for s in sink.spans() if s.trace_id == client_trace]
+
+    while not any(s.service == "batchgate-envoy" for s in call_spans()):
+        assert time.monotonic() < deadline, sorted({s.service for s in sink.spans()})
+        time.sleep(0.2)
+    (envoy,) = [s for s in call_spans() if s.service == "batchgate-envoy"]
+    create = next(s for s in call_spans() if s.name == "batchgate.v1.BatchService/CreateBatch")
+    assert (envoy.parent_span_id, envoy.kind) == (client_span, "server")
+    assert create.parent_span_id == envoy.span_id
+    accept = next(s for s in item_spans()[records[0]["custom_id"]] if s.name == "batchgate.item.accept")
+    assert accept.links == [(client_trace, create.span_id)]
 
 
 def test_protocol_follows_the_sdk_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
