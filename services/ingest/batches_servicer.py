@@ -41,7 +41,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self._db = db
         self._scheduler = scheduler
         self._creator = creator
-        self._retrier = BatchRetrier(db, creator)
+        self._retrier = BatchRetrier(settings, db, creator)
         self._dry_run = DryRun(settings, db, creator.spend)
 
     async def CreateBatch(

@@ -22,6 +22,7 @@ from batchgate.v1 import batches_pb2
 from services.common import errors
 from services.common import proto_values as pv
 from services.common.auth import Principal
+from services.common.config import Settings
 from services.common.db import Database, Row, batches, items
 from services.common.states import BATCH_TERMINAL, ItemState
 from services.ingest.batch_create import BatchCreator, CreateResult, RetryLineage
@@ -71,7 +72,8 @@ def retry_request(source: Row[Any]) -> batches_pb2.CreateBatchRequest:
 
 
 class BatchRetrier:
-    def __init__(self, db: Database, creator: BatchCreator) -> None:
+    def __init__(self, settings: Settings, db: Database, creator: BatchCreator) -> None:
+        self._settings = settings
         self._db = db
         self._creator = creator
 
@@ -79,7 +81,8 @@ class BatchRetrier:
         """The retry batch of `request.batch_id` for the selection, made now or earlier.
 
         400 `invalid_only` for an unknown selection, 409 `batch_not_ended` while the source
-        runs, 400 `nothing_to_retry` when none of its items is in the selection."""
+        runs, 400 `model_not_found` for a model not offered for its endpoint, 400
+        `nothing_to_retry` when none of its items is in the selection."""
         if request.only not in SELECTIONS:
             raise errors.invalid(
                 "'only' must be 'failed', 'expired' or 'cancelled' (or absent: all three).",
@@ -98,6 +101,13 @@ class BatchRetrier:
         if earlier is not None:
             async with self._db.read() as conn:
                 return CreateResult(await visible_batch(conn, caller.project_id, earlier), replayed=True)
+        offered = self._settings.model(request.model) if request.model else None
+        if request.model and (offered is None or source.endpoint not in offered.served_endpoints):
+            raise errors.invalid(
+                f"The model {request.model!r} is not offered by this gateway for {source.endpoint}.",
+                "model_not_found",
+                "model",
+            )
         if not rows:
             wanted = request.only or "failed, expired or cancelled"
             raise errors.invalid(

@@ -73,6 +73,15 @@ def test_retry_reruns_exactly_the_failed_items_and_links_both_ways(shared_stack:
     assert {i["body"]["model"] for i in inputs} == {"gpt-4o"}
     assert client.batches.retrieve(source.id).model_extra["retries"] == [retry["id"], moved.id]
 
+    unknown = post_retry(shared_stack, source.id, model="no-such-model")
+    assert unknown.status_code == 400 and unknown.json()["error"]["code"] == "model_not_found"
+    embedding = post_retry(shared_stack, source.id, model="text-embedding-3-small")  # not for chat
+    assert (embedding.json()["error"]["code"], embedding.json()["error"]["param"]) == (
+        "model_not_found",
+        "model",
+    )
+    assert client.batches.retrieve(source.id).model_extra["retries"] == [retry["id"], moved.id]
+
     # The retry itself succeeded entirely: nothing left to retry.
     empty = post_retry(shared_stack, retry["id"])
     assert empty.status_code == 400 and empty.json()["error"]["code"] == "nothing_to_retry"
