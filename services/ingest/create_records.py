@@ -84,6 +84,16 @@ def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> byt
     return one_line(orjson.dumps(request))
 
 
+def inline_too_large(max_bytes: int) -> errors.ApiError:
+    """413 for inline requests over `max_bytes` of JSONL."""
+    return errors.ApiError(
+        413,
+        f"Inline requests exceed {max_bytes} bytes, the limit per request; upload them as a file instead.",
+        "input_too_large",
+        "requests",
+    )
+
+
 async def store_inline(
     db: Database, max_bytes: int, owner: str, requests: list[Any], endpoint: str, model: str = ""
 ) -> BlobWriter:
@@ -93,13 +103,7 @@ async def store_inline(
     for index, value in enumerate(requests):
         await writer.write(inline_line(index, value, endpoint, model) + b"\n")
         if writer.size > max_bytes:
-            raise errors.ApiError(
-                413,
-                f"Inline requests exceed {max_bytes} bytes, the limit per "
-                "request; upload them as a file instead.",
-                "input_too_large",
-                "requests",
-            )
+            raise inline_too_large(max_bytes)
     await writer.flush()
     return writer
 

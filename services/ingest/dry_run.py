@@ -30,7 +30,7 @@ from services.common.db.blobs import read_lines
 from services.common.webhook_urls import check_webhook_url
 from services.ingest.budgets import check_budgets
 from services.ingest.create_checks import check_request, check_source, request_options
-from services.ingest.create_records import Rejection, error_preview, inline_line, numbered
+from services.ingest.create_records import Rejection, error_preview, inline_line, inline_too_large, numbered
 from services.ingest.estimate import Estimate
 from services.ingest.lookup import visible_file
 from services.ingest.simple_form import apply_defaults
@@ -45,13 +45,7 @@ async def _inline_lines(
         line = inline_line(index, value, request.endpoint, request.model)
         size += len(line) + 1
         if size > settings.max_inline_bytes:
-            raise errors.ApiError(
-                413,
-                f"Inline requests exceed {settings.max_inline_bytes} bytes, the limit per request; "
-                "upload them as a file instead.",
-                "input_too_large",
-                "requests",
-            )
+            raise inline_too_large(settings.max_inline_bytes)
         yield line
 
 
