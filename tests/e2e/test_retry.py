@@ -4,6 +4,7 @@ idempotent per source and selection; clear errors for a running batch or nothing
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -125,3 +126,14 @@ def test_cli_retry_prints_the_new_batch_and_waits(shared_stack: RunningStack, tm
     assert client.batches.retrieve(new_id).model_extra["retry_of"] == source.id
     shown = run_cli("batches", "get", source.id, env=env)
     assert f"retried as {new_id}" in shown.stdout
+
+
+def test_concurrent_retries_of_one_selection_make_one_batch(shared_stack: RunningStack) -> None:
+    client = shared_stack.client()
+    source, _records = failing_batch(client, f"retry-race-{time.time_ns()}")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda _: post_retry(shared_stack, source.id, only="failed"), range(4)))
+    assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
+    made = {a.json()["id"] for a in answers}
+    assert len(made) == 1
+    assert client.batches.retrieve(source.id).model_extra["retries"] == sorted(made)
