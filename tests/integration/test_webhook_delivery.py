@@ -169,3 +169,17 @@ async def test_a_lapsed_last_attempt_ends_failed(db: Database) -> None:
     assert await WebhookDeliverer(once, db).claim(5) == []
     (row,) = await deliveries(db)
     assert (row.status, row.attempts, row.next_attempt_at) == ("failed", 1, None)
+
+
+async def test_a_secret_from_before_standard_webhooks_is_an_attempt_error_naming_the_fix(
+    db: Database,
+) -> None:
+    async with db.write() as conn:
+        await conn.execute(update(projects).values(webhook_secret="whsec_a"))  # not base64
+    with WebhookReceiver() as receiver:
+        path = receiver.fresh_path("old-secret")
+        await enqueue(db, [receiver.url(path)])
+        await run_until([WebhookDeliverer(settings(BATCHGATE_WEBHOOK_MAX_ATTEMPTS="1"), db)], db, all_settled)
+        assert receiver.received(path) == []  # nothing unsigned or wrongly signed goes out
+    (row,) = await deliveries(db)
+    assert row.status == "failed" and "rotate it" in row.last_error
