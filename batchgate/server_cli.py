@@ -1,7 +1,6 @@
-"""Operator verbs: `up`, `serve`, `migrate`, `keys`, `certs`, `simulate`, `envoy`, `envoy-config`,
-`health`.
+"""Operator verbs that run the stack: `up`, `serve`, `migrate`, `simulate`, `envoy`,
+`envoy-config`, `health` (`keys`, `projects`, `webhooks` and `certs` are `batchgate.admin_cli`).
 
-They run on the servers' side: `keys` writes the database directly (there is no keys REST API).
 Heavy modules (database, gRPC servers, the simulator) are imported inside the verbs that use
 them, so that every `batchgate` command, the client verbs and the health probe included,
 starts quickly.
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -19,13 +17,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchgate import admin_cli as admin
 from batchgate.exit_codes import CommandError, ExitCode
-from services.common.config import Settings
-from services.common.loading import load_settings
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import load_settings
 
 if TYPE_CHECKING:
-    from services.common.db import Database
-    from services.common.grpc_server import ServiceHost
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.grpc_server import ServiceHost
 
 SERVICES = ("ingest", "scheduler", "results", "executor")
 UP_FLAGS = {
@@ -36,25 +35,21 @@ UP_FLAGS = {
 }
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(getattr(args, "config", None))
-
-
 # --- serve -------------------------------------------------------------------------------------
 
 
 async def _serve(settings: Settings, services: list[str], index: int) -> None:
-    from services.common import auth, telemetry
-    from services.common.db import Database
-    from services.common.grpc_server import run_hosts
+    from batchgate.services.common import auth, telemetry
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.grpc_server import run_hosts
 
     hosts: list[ServiceHost] = []
     db: Database | None = None
     core = [s for s in services if s != "executor"]
     if core:
-        from services.ingest import server as ingest_server
-        from services.results import server as results_server
-        from services.scheduler import server as scheduler_server
+        from batchgate.services.ingest import server as ingest_server
+        from batchgate.services.results import server as results_server
+        from batchgate.services.scheduler import server as scheduler_server
 
         builders = {
             "ingest": ingest_server.build,
@@ -64,7 +59,7 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
         db = Database(settings.resolved_database_url)
         hosts += [builders[name](settings, db) for name in core]
     if "executor" in services:
-        from services.executor import server as executor_server
+        from batchgate.services.executor import server as executor_server
 
         hosts.append(executor_server.build(settings, port=settings.executor_port + index))
     verifier = auth.KeyVerifier(db, settings.auth_cache_s) if db is not None else None
@@ -79,9 +74,9 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvloop
 
-    from services.common import faults, logs, telemetry, tls
+    from batchgate.services.common import faults, logs, telemetry, tls
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     name = "+".join(args.services)
     upstream_keys = [key for provider in settings.providers for key in provider.api_keys]
     logs.setup(name, settings.log_level, settings.log_format, secrets=upstream_keys)
@@ -96,220 +91,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
 # --- migrate / keys ------------------------------------------------------------------------------
 
 
-async def _with_db(settings: Settings, action: Any) -> Any:
-    from services.common.db import Database
-    from services.common.db.migrate import migrate
-
-    db = Database(settings.resolved_database_url)
-    try:
-        await migrate(db)
-        return await action(db)
-    finally:
-        await db.dispose()
-
-
 def cmd_migrate(args: argparse.Namespace) -> None:
-    settings = _settings(args)
+    settings = admin.settings_of(args)
 
     async def done(_db: Database) -> None:
         print(f"database at the newest schema: {settings.resolved_database_url}")
 
-    asyncio.run(_with_db(settings, done))
-
-
-def _budget(value: str) -> float | None:
-    """A `--budget` value: USD (0 or more), or `none` for no cap."""
-    if value.lower() == "none":
-        return None
-    budget = float(value)
-    if not budget >= 0:
-        raise argparse.ArgumentTypeError("a budget is a USD amount of 0 or more, or 'none'")
-    return budget
-
-
-def _show_budget(budget: float | None) -> str:
-    return "no budget" if budget is None else f"budget ${budget:g}"
-
-
-async def _project_or_exit(db: Database, name: str) -> str:
-    from services.common import auth
-
-    project = await auth.find_project(db, name)
-    if project is None:
-        raise CommandError(ExitCode.NOT_FOUND, f"no project {name!r}")
-    return project
-
-
-def cmd_keys(args: argparse.Namespace) -> None:
-    from services.common import auth
-    from services.common.db import projects
-
-    settings = _settings(args)
-
-    async def create(db: Database) -> None:
-        name = args.project or auth.DEFAULT_PROJECT_NAME
-        project = await auth.ensure_project(db, name)
-        key = await auth.create_key(db, project, args.name, args.budget)
-        print(key.secret)
-        print(
-            f"key {key.key_id} for project {name} ({project}); store the secret: it is not shown again",
-            file=sys.stderr,
-        )
-
-    async def listing(db: Database) -> None:
-        project = await _project_or_exit(db, args.project) if args.project else None
-        async with db.read() as conn:
-            rows = await projects.keys(conn, project)
-        for row in rows:
-            state = "revoked" if row.revoked_at else "active"
-            if args.json:
-                entry = {"id": row.id, "prefix": row.key_prefix, "project": row.project_name}
-                print(
-                    json.dumps(
-                        {
-                            **entry,
-                            "name": row.name,
-                            "state": state,
-                            "created_at": row.created_at,
-                            "budget_usd": row.budget_usd,
-                        }
-                    )
-                )
-            else:
-                print(
-                    f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}\t"
-                    f"{_show_budget(row.budget_usd)}"
-                )
-
-    async def revoke(db: Database) -> None:
-        if not await auth.revoke_key(db, args.key_id):
-            async with db.read() as conn:
-                known = await projects.key_exists(conn, args.key_id)
-            if not known:
-                raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
-            raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
-        if not args.no_wait and settings.auth_cache_s > 0:
-            # Servers cache a verified key this long: once we return, no server accepts it.
-            print(
-                f"revoked {args.key_id}; waiting {settings.auth_cache_s:g} s for server caches",
-                file=sys.stderr,
-            )
-            await asyncio.sleep(settings.auth_cache_s)
-        print(f"revoked {args.key_id}")
-
-    async def set_budget(db: Database) -> None:
-        if not await auth.set_key_budget(db, args.key_id, args.budget):
-            raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
-        print(f"key {args.key_id}: {_show_budget(args.budget)}")
-
-    commands = {"create": create, "list": listing, "revoke": revoke, "set-budget": set_budget}
-    asyncio.run(_with_db(settings, commands[args.keys_command]))
-
-
-def cmd_projects(args: argparse.Namespace) -> None:
-    from services.common import auth
-    from services.common.db import projects
-
-    settings = _settings(args)
-
-    async def create(db: Database) -> None:
-        project = await auth.ensure_project(db, args.name)
-        if args.budget is not None:
-            await auth.set_project_budget(db, project, args.budget)
-        print(project)
-
-    async def listing(db: Database) -> None:
-        async with db.read() as conn:
-            rows = await projects.all_projects(conn)
-        for row in rows:
-            print(f"{row.id}\t{row.name}\t{_show_budget(row.budget_usd)}")
-
-    async def set_budget(db: Database) -> None:
-        project = await _project_or_exit(db, args.project)
-        await auth.set_project_budget(db, project, args.budget)
-        print(f"project {args.project}: {_show_budget(args.budget)}")
-
-    asyncio.run(
-        _with_db(
-            settings, {"create": create, "list": listing, "set-budget": set_budget}[args.projects_command]
-        )
-    )
-
-
-def cmd_webhooks(args: argparse.Namespace) -> None:
-    from services.common import auth
-
-    settings = _settings(args)
-    project = args.project or auth.DEFAULT_PROJECT_NAME
-
-    async def secret(db: Database) -> None:
-        value = await auth.webhook_secret(db, project, rotate=args.rotate)
-        if value is None:
-            raise CommandError(ExitCode.NOT_FOUND, f"no project {project}")
-        print(value)
-        if args.rotate:
-            print(
-                f"rotated: webhooks of project {project} are signed with this secret now",
-                file=sys.stderr,
-            )
-
-    asyncio.run(_with_db(settings, secret))
+    asyncio.run(admin.with_db(settings, done))
 
 
 # --- certs -----------------------------------------------------------------------------------------
-
-
-def _cert_dir(settings: Settings, args: argparse.Namespace) -> Any:
-    from batchgate.certs import CertDir
-    from services.common import tls
-
-    return CertDir.at(args.dir or tls.tls_dir(settings), args.ca_key)
-
-
-def ensure_certs(settings: Settings) -> list[str]:
-    """The cluster CA and every identity's certificate in the TLS directory, created when
-    missing (`batchgate up` runs this: the embedded stack is authenticated with no setup
-    step). Returns the identities issued now. Nothing when internal TLS is off or the settings
-    point at the operator's own files."""
-    from batchgate.certs import CertDir
-    from services.common import tls
-
-    if settings.insecure_internal or settings.tls_ca_file or settings.tls_cert_file or settings.tls_key_file:
-        return []
-    return [issued.name for issued in CertDir.at(tls.tls_dir(settings)).ensure()]
-
-
-def cmd_certs(args: argparse.Namespace) -> None:
-    from batchgate.certs import IDENTITIES, check_name
-
-    certs = _cert_dir(_settings(args), args)
-    try:
-        if args.certs_command == "init":
-            created = certs.init_ca()
-            issued = certs.ensure()
-            print(f"CA {'created' if created else 'kept'}: {certs.ca_cert} (key {certs.ca_key})")
-            for cert in issued:
-                print(f"issued {cert.name}: {cert.cert}")
-            if not issued:
-                print(f"every identity has a certificate in {certs.path}")
-        elif args.certs_command == "issue":
-            names = IDENTITIES if args.service == "all" else [args.service]
-            for name in names:
-                check_name(name)
-            for name in names:
-                cert = certs.issue(name, args.days)
-                print(f"issued {cert.name}: {cert.cert} and {cert.key}")
-        elif args.action == "begin":
-            certs.begin_ca_rotation()
-            print(
-                f"new CA in {certs.ca_key}; {certs.ca_cert} trusts the old and the new one. Next: "
-                "wait until every process reloaded it, then `batchgate certs issue --service all`"
-            )
-        else:
-            certs.finish_ca_rotation()
-            print(f"{certs.ca_cert} trusts only the new CA now")
-    except (FileNotFoundError, ValueError) as exc:
-        raise CommandError(ExitCode.INVALID, str(exc)) from None
 
 
 # --- simulate / envoy-config ---------------------------------------------------------------------
@@ -318,11 +109,11 @@ def cmd_certs(args: argparse.Namespace) -> None:
 def cmd_simulate(args: argparse.Namespace) -> None:
     import uvloop
 
+    from batchgate.services.common import logs
     from batchgate.simulator import SimulatorOptions
     from batchgate.simulator import serve as serve_simulator
-    from services.common import logs
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     logs.setup("simulator", settings.log_level, settings.log_format)
     options = SimulatorOptions(
         latency_ms=settings.simulator_latency_ms if args.latency_ms is None else args.latency_ms,
@@ -345,11 +136,11 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_envoy_config(args: argparse.Namespace) -> None:
-    from gateway.render import write_config
-    from services.common import tls
+    from batchgate.gateway.render import write_config
+    from batchgate.services.common import tls
 
     try:
-        path = write_config(_settings(args), Path(args.out))
+        path = write_config(admin.settings_of(args), Path(args.out))
     except tls.MissingMaterial as exc:
         raise CommandError(ExitCode.INVALID, str(exc)) from None
     print(path)
@@ -357,10 +148,10 @@ def cmd_envoy_config(args: argparse.Namespace) -> None:
 
 def cmd_envoy(args: argparse.Namespace) -> None:
     """Render the config into the data directory and become Envoy (containers run this)."""
-    from gateway import launcher as envoy_launcher
-    from services.common import tls
+    from batchgate.gateway import launcher as envoy_launcher
+    from batchgate.services.common import tls
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     if settings.insecure_internal:
         print(f"warning: {tls.INSECURE_WARNING}", file=sys.stderr)
     try:
@@ -377,9 +168,9 @@ def cmd_envoy(args: argparse.Namespace) -> None:
 
 def cmd_health(args: argparse.Namespace) -> None:
     from batchgate import health
-    from services.common import tls
+    from batchgate.services.common import tls
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     try:
         address = health.describe(settings, args.target, args.index)
     except ValueError as exc:
@@ -399,7 +190,7 @@ def cmd_health(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     from batchgate.launcher import Stack
-    from services.common import auth
+    from batchgate.services.common import auth
 
     overrides = {
         env: str(getattr(args, flag)) for flag, env in UP_FLAGS.items() if getattr(args, flag) is not None
@@ -409,7 +200,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     os.environ.update(overrides)
     settings = load_settings()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    issued = ensure_certs(settings)
+    issued = admin.ensure_certs(settings)
     if issued:
         print(f"created the cluster CA and certificates ({', '.join(issued)}) for internal mutual TLS")
 
@@ -417,7 +208,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         project = await auth.ensure_project(db)
         return (await auth.create_key(db, project, name=f"up-{int(time.time())}")).secret
 
-    secret = asyncio.run(_with_db(settings, first_key))
+    secret = asyncio.run(admin.with_db(settings, first_key))
     stack = Stack(settings, env=overrides)
     stopping = False
 
@@ -435,7 +226,7 @@ def cmd_up(args: argparse.Namespace) -> None:
             if settings.uses_simulator
             else f"{len(settings.providers)} configured provider(s)"
         )
-        from gateway import panel
+        from batchgate.gateway import panel
 
         web_panel = f"{settings.base_url}/ui/" if panel.assets() is not None else "not installed (run `make`)"
         print(
@@ -477,67 +268,7 @@ def add_commands(sub: Any) -> None:
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
 
-    keys = sub.add_parser("keys", help="manage API keys (direct database access)")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create a key; prints the secret")
-    create.add_argument("--project", help="project name, created if new (default: the default project)")
-    create.add_argument("--name", default="cli")
-    create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
-    listing = keys_sub.add_parser("list", help="list keys")
-    listing.add_argument("--project", help="only this project's keys (name or id)")
-    listing.add_argument("--json", action="store_true", help="one JSON object per key")
-    revoke = keys_sub.add_parser("revoke", help="revoke a key; returns once no server accepts it")
-    revoke.add_argument("key_id")
-    revoke.add_argument(
-        "--no-wait", action="store_true", help="return at once (servers may accept it for auth_cache_s)"
-    )
-    key_budget = keys_sub.add_parser("set-budget", help="set a key's spend cap ('none' removes it)")
-    key_budget.add_argument("key_id")
-    key_budget.add_argument("budget", type=_budget, help="USD, or none")
-    keys.set_defaults(func=cmd_keys)
-
-    webhooks = sub.add_parser("webhooks", help="webhook signing secrets (direct database access)")
-    webhooks_sub = webhooks.add_subparsers(dest="webhooks_command", required=True)
-    secret = webhooks_sub.add_parser("secret", help="print a project's webhook signing secret")
-    secret.add_argument("--project", help="project name (default: the default project)")
-    secret.add_argument("--rotate", action="store_true", help="replace it with a new one first")
-    webhooks.set_defaults(func=cmd_webhooks)
-
-    projects_parser = sub.add_parser("projects", help="manage projects (direct database access)")
-    projects_sub = projects_parser.add_subparsers(dest="projects_command", required=True)
-    project_create = projects_sub.add_parser("create", help="create a project (if new); prints its id")
-    project_create.add_argument("name")
-    project_create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
-    projects_sub.add_parser("list", help="list projects")
-    project_budget = projects_sub.add_parser(
-        "set-budget", help="set a project's spend cap ('none' removes it)"
-    )
-    project_budget.add_argument("project", help="project name or id")
-    project_budget.add_argument("budget", type=_budget, help="USD, or none")
-    projects_parser.set_defaults(func=cmd_projects)
-
-    certs = sub.add_parser("certs", help="the cluster CA and certificates for internal mutual TLS")
-    certs_sub = certs.add_subparsers(dest="certs_command", required=True)
-    certs_init = certs_sub.add_parser(
-        "init", help="create the CA and a certificate per identity (keeps what exists)"
-    )
-    certs_issue = certs_sub.add_parser("issue", help="(re)issue an identity's certificate from the CA")
-    certs_issue.add_argument(
-        "--service",
-        required=True,
-        help="identity: ingest, scheduler, results, executor, envoy, operator, or all",
-    )
-    certs_issue.add_argument("--days", type=int, default=365, help="validity (default 365)")
-    rotate = certs_sub.add_parser("rotate-ca", help="replace the CA without downtime (two steps)")
-    rotate.add_argument(
-        "action", choices=("begin", "finish"), help="begin: new CA, trust both; finish: trust only the new"
-    )
-    for verb in (certs_init, certs_issue, rotate):
-        verb.add_argument(
-            "--dir", help="certificate directory (default: BATCHGATE_TLS_DIR, <data dir>/certs)"
-        )
-        verb.add_argument("--ca-key", dest="ca_key", help="the CA's key (default: <dir>/ca.key)")
-    certs.set_defaults(func=cmd_certs)
+    admin.add_commands(sub)
 
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
     simulate.add_argument("--host", help="address to bind (default: BATCHGATE_HOST)")

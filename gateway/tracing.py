@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from services.common.otlp_exporters import GRPC, endpoint, protocol, signal_on
+from batchgate.services.common.otlp_exporters import GRPC, endpoint, protocol, signal_on
 
 CLUSTER = "otel_collector"
 SERVICE_NAME = "batchgate-envoy"

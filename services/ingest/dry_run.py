@@ -20,21 +20,27 @@ from typing import Any
 import orjson
 
 from batchgate.internal.v1 import spend_pb2_grpc
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.blobs import read_lines
+from batchgate.services.common.webhook_urls import check_webhook_url
+from batchgate.services.ingest.budgets import check_budgets
+from batchgate.services.ingest.create_checks import check_request, check_source, request_options
+from batchgate.services.ingest.create_records import (
+    Rejection,
+    error_preview,
+    inline_line,
+    inline_too_large,
+    numbered,
+)
+from batchgate.services.ingest.estimate import Estimate
+from batchgate.services.ingest.lookup import visible_file
+from batchgate.services.ingest.simple_form import apply_defaults
+from batchgate.services.ingest.validation import Accepted, RecordChecker
 from batchgate.v1 import batches_pb2
-from services.common import errors
-from services.common import proto_values as pv
-from services.common.auth import Principal
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.blobs import read_lines
-from services.common.webhook_urls import check_webhook_url
-from services.ingest.budgets import check_budgets
-from services.ingest.create_checks import check_request, check_source, request_options
-from services.ingest.create_records import Rejection, error_preview, inline_line, inline_too_large, numbered
-from services.ingest.estimate import Estimate
-from services.ingest.lookup import visible_file
-from services.ingest.simple_form import apply_defaults
-from services.ingest.validation import Accepted, RecordChecker
 
 
 async def _inline_lines(

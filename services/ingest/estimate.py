@@ -25,8 +25,8 @@ from typing import Any
 import bpe_openai
 import orjson
 
-from services.common.catalogue import ModelConfig
-from services.common.config import Settings
+from batchgate.services.common.catalogue import ModelConfig
+from batchgate.services.common.config import Settings
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
 TOKENS_PER_MESSAGE = 3

@@ -18,15 +18,15 @@ from typing import Any
 
 import orjson
 
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow, Database, batches, items
+from batchgate.services.common.states import BATCH_TERMINAL, ItemState
+from batchgate.services.ingest.batch_create import BatchCreator, CreateResult, RetryLineage
+from batchgate.services.ingest.lookup import visible_batch
 from batchgate.v1 import batches_pb2
-from services.common import errors
-from services.common import proto_values as pv
-from services.common.auth import Principal
-from services.common.config import Settings
-from services.common.db import Database, Row, batches, items
-from services.common.states import BATCH_TERMINAL, ItemState
-from services.ingest.batch_create import BatchCreator, CreateResult, RetryLineage
-from services.ingest.lookup import visible_batch
 
 SELECTIONS: dict[str, tuple[ItemState, ...]] = {
     "": (ItemState.FAILED, ItemState.EXPIRED, ItemState.CANCELLED),
@@ -42,7 +42,7 @@ def selection_name(only: str, model: str) -> str:
     return f"{only or 'all'}:{model}"
 
 
-def retry_records(source: Row[Any], rows: list[Row[Any]], model: str) -> list[dict[str, Any]]:
+def retry_records(source: AnyRow, rows: list[AnyRow], model: str) -> list[dict[str, Any]]:
     """Input-file lines for the items `rows` of `source`: their custom_ids and bodies, with
     `model` replacing each body's model when given."""
     records = []
@@ -54,7 +54,7 @@ def retry_records(source: Row[Any], rows: list[Row[Any]], model: str) -> list[di
     return records
 
 
-def retry_request(source: Row[Any]) -> batches_pb2.CreateBatchRequest:
+def retry_request(source: AnyRow) -> batches_pb2.CreateBatchRequest:
     """The create request of a retry of `source`: its endpoint, window and options."""
     request = batches_pb2.CreateBatchRequest(
         endpoint=source.endpoint,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchgate.services.common import errors
+from batchgate.services.common.config import Settings
 from batchgate.v1 import batches_pb2
-from services.common import errors
-from services.common.config import Settings
 
 DEFAULT_ENDPOINT = "/v1/chat/completions"
 DEFAULT_WINDOW = "24h"

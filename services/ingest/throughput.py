@@ -13,14 +13,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from services.common.db import Connection, Row, items
-from services.common.states import BatchStatus
+from batchgate.services.common.db import AnyRow, Connection, items
+from batchgate.services.common.states import BatchStatus
 
 WINDOW_S = 60.0
 MIN_WINDOW_S = 1.0  # a batch that started a moment ago is not credited with an infinite rate
 
 
-def pace(row: Row[Any], finished: tuple[int, int], now: float) -> dict[str, Any]:
+def pace(row: AnyRow, finished: tuple[int, int], now: float) -> dict[str, Any]:
     """The `throughput` object of the running batch `row`, from (items, tokens) finished in
     its window."""
     started = row.in_progress_at or row.created_at
@@ -35,7 +35,7 @@ def pace(row: Row[Any], finished: tuple[int, int], now: float) -> dict[str, Any]
     }
 
 
-async def throughputs(conn: Connection, rows: Sequence[Row[Any]]) -> dict[str, dict[str, Any]]:
+async def throughputs(conn: Connection, rows: Sequence[AnyRow]) -> dict[str, dict[str, Any]]:
     """The `throughput` of each batch of `rows` that is in progress, by id."""
     running = [row for row in rows if row.status == BatchStatus.IN_PROGRESS]
     if not running:

@@ -7,13 +7,13 @@ from typing import Any
 
 import orjson
 
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow, Connection, batches
+from batchgate.services.ingest.throughput import throughputs
 from batchgate.v1 import batches_pb2, files_pb2
-from services.common import proto_values as pv
-from services.common.db import Connection, Row, batches
-from services.ingest.throughput import throughputs
 
 
-def file_message(row: Row[Any]) -> files_pb2.File:
+def file_message(row: AnyRow) -> files_pb2.File:
     return files_pb2.File(
         id=row.id,
         object="file",
@@ -27,13 +27,13 @@ def file_message(row: Row[Any]) -> files_pb2.File:
     )
 
 
-def _priority(row: Row[Any]) -> Any:
+def _priority(row: AnyRow) -> Any:
     if row.priority_spelling:
         return orjson.loads(row.priority_spelling)
     return "expedited" if row.priority_tier else "standard"
 
 
-async def batch_messages(conn: Connection, rows: Sequence[Row[Any]]) -> list[batches_pb2.Batch]:
+async def batch_messages(conn: Connection, rows: Sequence[AnyRow]) -> list[batches_pb2.Batch]:
     """The batches `rows` as messages, each with its retries and, while it runs, its
     throughput (one query each for all)."""
     retries = await batches.retries_of(conn, [row.id for row in rows])
@@ -42,7 +42,7 @@ async def batch_messages(conn: Connection, rows: Sequence[Row[Any]]) -> list[bat
 
 
 def batch_message(
-    row: Row[Any], retries: Sequence[str] = (), throughput: dict[str, Any] | None = None
+    row: AnyRow, retries: Sequence[str] = (), throughput: dict[str, Any] | None = None
 ) -> batches_pb2.Batch:
     """A batches row as the public Batch; `retries`: the batches that retried it;
     `throughput`: its pace while it runs."""

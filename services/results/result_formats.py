@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from services.common.jsonl import dumps_line, one_line
-from services.common.states import ItemState
-from services.results.lines import STATE, LineRenderer
+from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.common.states import ItemState
+from batchgate.services.results.lines import STATE, LineRenderer
 
 MERGED = "merged"
 SIMPLE = "simple"

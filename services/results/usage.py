@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from batchgate.services.common import errors, paging
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow, Database, usage
+from batchgate.services.common.db.usage import GROUP_COLUMNS, UsageFilter
 from batchgate.v1 import results_pb2
-from services.common import errors, paging
-from services.common import proto_values as pv
-from services.common.db import Database, Row, usage
-from services.common.db.usage import GROUP_COLUMNS, UsageFilter
 
 EVENT_ID_PREFIX = "usage_"
 EVENTS_PAGE_DEFAULT = 100
@@ -50,7 +50,7 @@ def parse_group_by(values: Iterable[str]) -> list[str]:
     return [key for key in GROUP_COLUMNS if key in keys]
 
 
-async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) -> list[Row[Any]]:
+async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) -> list[AnyRow]:
     """One row per group: the group keys, then requests, token sums and cost; largest cost first."""
     check_filter(where)
     async with db.read() as conn:
@@ -59,7 +59,7 @@ async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) ->
 
 async def usage_event_page(
     db: Database, where: UsageFilter, after: str, limit: int
-) -> tuple[list[Row[Any]], bool]:
+) -> tuple[list[AnyRow], bool]:
     """(events oldest first with their item's custom_id, whether more follow).
 
     `after` must be one of the project's events (400 `invalid_after` otherwise)."""
@@ -75,7 +75,7 @@ async def usage_event_page(
     return rows[:limit], len(rows) > limit
 
 
-def _sums(row: Row[Any]) -> dict[str, Any]:
+def _sums(row: AnyRow) -> dict[str, Any]:
     """The token and cost fields shared by a group and an event."""
     return {
         "input_tokens": row.input_tokens,
@@ -87,12 +87,12 @@ def _sums(row: Row[Any]) -> dict[str, Any]:
     }
 
 
-def group_message(row: Row[Any], group_by: list[str]) -> results_pb2.UsageGroup:
+def group_message(row: AnyRow, group_by: list[str]) -> results_pb2.UsageGroup:
     keys = {key: pv.string_or_null(getattr(row, key) if key in group_by else None) for key in GROUP_COLUMNS}
     return results_pb2.UsageGroup(object="usage.group", requests=row.requests, **keys, **_sums(row))
 
 
-def event_message(row: Row[Any]) -> results_pb2.UsageEvent:
+def event_message(row: AnyRow) -> results_pb2.UsageEvent:
     return results_pb2.UsageEvent(
         id=f"{EVENT_ID_PREFIX}{row.id}",
         object="usage.event",

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from services.common.config import Settings
-from services.common.db import Database, projects, webhooks
-from services.common.states import DeliveryStatus
-from services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
-from services.results.webhook_events import signed_headers
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, projects, webhooks
+from batchgate.services.common.states import DeliveryStatus
+from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
+from batchgate.services.results.webhook_events import signed_headers
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 from standardwebhooks import Webhook
 
-from services.common.db import Connection, Row, batches, webhooks
-from services.common.ids import new_id
-from services.common.states import BATCH_TERMINAL
+from batchgate.services.common.db import AnyRow, Connection, batches, webhooks
+from batchgate.services.common.ids import new_id
+from batchgate.services.common.states import BATCH_TERMINAL
 
 EVENT_OBJECT = "event"
 ID_HEADER = "webhook-id"
@@ -41,7 +41,7 @@ def event_type(status: str) -> str:
     return f"batch.{status}"
 
 
-def event_payload(batch: Row[Any], event_id: str, created_at: float) -> dict[str, Any]:
+def event_payload(batch: AnyRow, event_id: str, created_at: float) -> dict[str, Any]:
     """The JSON body of the event that `batch` (a batches row) ended: OpenAI's event object,
     which names the batch; receivers fetch it for the details."""
     return {

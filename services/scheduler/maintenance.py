@@ -20,11 +20,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from services.common.db import Database
-from services.common.db.dialect import LeaderLock
-from services.scheduler.closing_feed import ClosingFeed
-from services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
-from services.scheduler.queue import Closing, Queue, Stopped
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import LeaderLock
+from batchgate.services.scheduler.closing_feed import ClosingFeed
+from batchgate.services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
+from batchgate.services.scheduler.queue import Closing, Queue, Stopped
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import openai
 import pytest
 from sqlalchemy import func, select
 
-from services.common.db.schema import batches, blobs, files, idempotency_keys, items, usage_events
+from batchgate.services.common.db.schema import batches, blobs, files, idempotency_keys, items, usage_events
 from tests.support import RunningStack, add_project, chat_records, db_rows, jsonl, run_cli, upload
 
 TABLES = (batches, items, files, blobs, idempotency_keys, usage_events)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.otlp_exporters import protocol
+from batchgate.services.common.otlp_exporters import protocol
 from tests.otlp_sink import OtlpHttpSink, Span
 from tests.support import RunningStack, chat_records, fresh_database, running_stack, upload, wait_for_batch
 

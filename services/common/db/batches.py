@@ -4,7 +4,7 @@ Who may call what (each operation's docstring starts with the services allowed):
 - ingest creates a batch (`insert_validating`), publishes it (`transition` → in_progress),
   discards an interrupted create, reads and lists what a project sees and edits metadata;
 - the scheduler asks for cancel (`request_cancel`) and reads statuses (its queue statements,
-  `services.common.db.queue`, read and close running batches);
+  `batchgate.services.common.db.queue`, read and close running batches);
 - results folds outcomes into the counters (`add_outcomes`), claims and ends a finalize
   (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled).
 
@@ -20,13 +20,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import json_object_has, lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import batches
-from services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.common.db.dialect import json_object_has, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import batches
+from batchgate.services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 
@@ -51,14 +51,14 @@ async def insert_validating(conn: AsyncConnection, **values: Any) -> None:
     await conn.execute(insert(batches).values(status=BatchStatus.VALIDATING, **values))
 
 
-async def get(conn: AsyncConnection, batch_id: str) -> Row[Any]:
+async def get(conn: AsyncConnection, batch_id: str) -> AnyRow:
     """ingest, results: the full row of a batch known to exist."""
     return (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
 
 
 async def visible(
     conn: AsyncConnection, project_id: str, batch_id: str, *columns: ColumnElement[Any]
-) -> Row[Any] | None:
+) -> AnyRow | None:
     """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
     unknown, another project's or still being created."""
     query = select(*columns) if columns else select(batches)
@@ -83,7 +83,7 @@ async def page(
     metadata_value: str | None = None,
     after: str = "",
     limit: int,
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """ingest: up to `limit` of the project's visible batches, newest first, after the id
     `after`, filtered by status and by a metadata key (and value)."""
     query = select(batches).where(
@@ -128,7 +128,7 @@ async def set_metadata(conn: AsyncConnection, batch_id: str, metadata_json: str 
     await conn.execute(update(batches).where(batches.c.id == batch_id).values(metadata=metadata_json))
 
 
-async def open_readers(conn: AsyncConnection, input_file_id: str) -> list[Row[Any]]:
+async def open_readers(conn: AsyncConnection, input_file_id: str) -> list[AnyRow]:
     """ingest: (id, status) of the open batches reading the file `input_file_id`."""
     return list(
         (
@@ -180,11 +180,12 @@ async def status_of(conn: AsyncConnection, batch_id: str) -> str | None:
 # --- results ------------------------------------------------------------------------------------
 
 
-async def lock_for_record(db: Database, conn: AsyncConnection, batch_id: str) -> Row[Any] | None:
+async def lock_for_record(db: Database, conn: AsyncConnection, batch_id: str) -> AnyRow | None:
     """results: (project_id, api_key_id, discount, total) of a batch whose outcomes are being
     recorded, its row locked first (PostgreSQL) so that recording and closing cannot deadlock."""
     query = select(batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total)
-    return (await conn.execute(lock_rows(db, query.where(batches.c.id == batch_id)))).first()
+    row: AnyRow | None = (await conn.execute(lock_rows(db, query.where(batches.c.id == batch_id)))).first()
+    return row
 
 
 async def add_outcomes(
@@ -198,7 +199,7 @@ async def add_outcomes(
     output_tokens: int,
     reasoning_tokens: int,
     cost_usd: float,
-) -> Row[Any]:
+) -> AnyRow:
     """results: fold recorded outcomes into the counters; returns the new (completed_count,
     failed_count)."""
     result = await conn.execute(
@@ -218,7 +219,7 @@ async def add_outcomes(
     return result.one()
 
 
-async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> Row[Any] | None:
+async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> AnyRow | None:
     """results: claim the finalize of a batch that is due (nothing open: → finalizing) or whose
     finalizer's lease lapsed, until `lease_until`. Returns (created_at, traceparent) when
     claimed, None when it is not due or another replica holds it."""

@@ -1,5 +1,5 @@
 """The `items` table (one row per input record): the only place its SQL lives, besides the
-scheduler's queue statements over items and sessions (`services.common.db.queue`).
+scheduler's queue statements over items and sessions (`batchgate.services.common.db.queue`).
 
 Who may call what: ingest inserts a create's items (`queued` or `rejected`), deletes those
 of a discarded create, reads those a retry runs again and a running batch's pace; results
@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import insert_rows, lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import items
-from services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, ItemState
+from batchgate.services.common.db.dialect import insert_rows, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import items
+from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, ItemState
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -77,7 +77,7 @@ async def delete_of_batch(conn: AsyncConnection, batch_id: str) -> None:
     await conn.execute(delete(items).where(items.c.batch_id == batch_id))
 
 
-async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row[Any]]:
+async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[AnyRow]:
     """ingest: (line, custom_id, error_code, error_message) of a batch's first rejected records."""
     query = (
         select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
@@ -88,7 +88,7 @@ async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row
     return list((await conn.execute(query)).all())
 
 
-async def retryable(conn: AsyncConnection, batch_id: str, states: tuple[str, ...]) -> list[Row[Any]]:
+async def retryable(conn: AsyncConnection, batch_id: str, states: tuple[str, ...]) -> list[AnyRow]:
     """ingest: (custom_id, body) of the batch's items in `states` that have a request body (a
     rejected record has none), in input order: what a retry runs again."""
     query = (
@@ -127,7 +127,7 @@ async def finished_since(
 
 async def lock_current(
     db: Database, conn: AsyncConnection, batch_id: str, indexes: Sequence[int]
-) -> dict[int, Row[Any]]:
+) -> dict[int, AnyRow]:
     """results: (idx, state, attempt, custom_id) of the batch's items `indexes`, locked
     (PostgreSQL) after the batch row, by index."""
     query = select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
@@ -149,7 +149,7 @@ async def line_page(
     states: tuple[str, ...] | None,
     limit: int,
     with_body: bool = False,
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """results: up to `limit` items (LINE_COLUMNS, then the request `body` when `with_body`)
     after the index `after`, in input order, optionally only those in `states`."""
     columns = (*LINE_COLUMNS, items.c.body) if with_body else LINE_COLUMNS
@@ -159,7 +159,7 @@ async def line_page(
     return list((await conn.execute(query.order_by(items.c.idx).limit(limit))).all())
 
 
-async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """results: (state, error_code, count) of the batch's items that ended without an executor."""
     query = (
         select(items.c.state, items.c.error_code, func.count())
@@ -169,7 +169,7 @@ async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
     return list((await conn.execute(query)).all())
 
 
-async def traced(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def traced(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """results: (idx, custom_id, state, traceparent) of the batch's traced items, in order."""
     query = (
         select(items.c.idx, items.c.custom_id, items.c.state, items.c.traceparent)

@@ -2,7 +2,7 @@
 place their SQL lives.
 
 Who may call what: the operator commands (`batchgate keys|projects|webhooks`, through
-`services.common.auth`) create and edit projects and keys; every service that serves the
+`batchgate.services.common.auth`) create and edit projects and keys; every service that serves the
 public API verifies keys (`key_owner`); ingest reads budgets before a create; results reads
 the projects' webhook secrets to sign deliveries.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.schema import api_keys, projects
+from batchgate.services.common.db.engine import AnyRow
+from batchgate.services.common.db.schema import api_keys, projects
 
 
 async def id_by_name(conn: AsyncConnection, name: str) -> str | None:
@@ -66,7 +66,7 @@ async def set_project_budget(conn: AsyncConnection, project_id: str, budget_usd:
     return result.rowcount == 1
 
 
-async def all_projects(conn: AsyncConnection) -> list[Row[Any]]:
+async def all_projects(conn: AsyncConnection) -> list[AnyRow]:
     """operator: every project, oldest first."""
     return list((await conn.execute(select(projects).order_by(projects.c.created_at))).all())
 
@@ -116,7 +116,7 @@ async def key_exists(conn: AsyncConnection, key_id: str) -> bool:
     return (await conn.execute(select(api_keys.c.id).where(api_keys.c.id == key_id))).first() is not None
 
 
-async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[Row[Any]]:
+async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[AnyRow]:
     """operator: every key (of one project, when given) with its `project_name`, oldest first."""
     query = (
         select(api_keys, projects.c.name.label("project_name"))
@@ -128,7 +128,7 @@ async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[Row
     return list((await conn.execute(query)).all())
 
 
-async def key_owner(conn: AsyncConnection, key_hash: str) -> Row[Any] | None:
+async def key_owner(conn: AsyncConnection, key_hash: str) -> AnyRow | None:
     """Every API-serving service: (id, project_id) of the active key with this hash."""
     query = select(api_keys.c.id, api_keys.c.project_id).where(
         api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None)
@@ -136,7 +136,7 @@ async def key_owner(conn: AsyncConnection, key_hash: str) -> Row[Any] | None:
     return (await conn.execute(query)).first()
 
 
-async def budgets(conn: AsyncConnection, key_id: str) -> Row[Any] | None:
+async def budgets(conn: AsyncConnection, key_id: str) -> AnyRow | None:
     """ingest: (key_budget, project_budget) of a key and its project."""
     query = (
         select(api_keys.c.budget_usd.label("key_budget"), projects.c.budget_usd.label("project_budget"))

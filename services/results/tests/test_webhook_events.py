@@ -9,8 +9,8 @@ import time
 import openai
 import pytest
 
-from services.common.auth import new_webhook_secret
-from services.results.webhook_events import signed_headers
+from batchgate.services.common.auth import new_webhook_secret
+from batchgate.services.results.webhook_events import signed_headers
 from tests.webhook_receiver import readme_verifier
 
 BODY = b'{"id":"evt_1","object":"event","type":"batch.completed","created_at":1,"data":{"id":"batch_1"}}'
