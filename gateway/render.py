@@ -48,6 +48,8 @@ SERVICE_CLUSTERS = {
     "batchgate.v1.BatchService": "ingest",
     "batchgate.v1.ModelsService": "ingest",
     "batchgate.v1.ResultsService": "results",
+    "batchgate.v1.MessageBatchService": "ingest",
+    "batchgate.v1.MessageBatchResultsService": "results",
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers
 TRANSCODER_BODY_SLACK = 1024 * 1024
@@ -123,6 +125,11 @@ def public_methods(descriptor_set: Path = DESCRIPTOR_SET) -> list[PublicMethod]:
 def max_json_body_bytes(settings: Settings) -> int:
     """Largest JSON body Envoy passes on (413 beyond): inline requests plus room for the rest."""
     return settings.max_inline_bytes + TRANSCODER_BODY_SLACK
+
+
+def max_message_batch_body_bytes(settings: Settings) -> int:
+    """Largest POST /v1/messages/batches body Envoy passes on (ingest checks the exact limit)."""
+    return settings.message_batch_max_bytes + TRANSCODER_BODY_SLACK
 
 
 def sds_paths(config_path: Path) -> dict[str, Path]:
@@ -252,7 +259,9 @@ def render(
         admin_host=settings.envoy_admin_host,
         admin_port=settings.envoy_admin_port,
         descriptor=str(descriptor_path.resolve()),
-        max_request_body=max_json_body_bytes(settings),
+        max_json_body=max_json_body_bytes(settings),
+        max_message_batch_body=max_message_batch_body_bytes(settings),
+        max_request_body=max(max_json_body_bytes(settings), max_message_batch_body_bytes(settings)),
         max_response_body=settings.grpc_max_message_bytes,
     )
     config: dict[str, Any] = yaml.safe_load(text)
@@ -271,7 +280,8 @@ def render(
     panel.install(hcm)
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
     filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = (
-        f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n" + LUA_FILTER.read_text()
+        f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n"
+        f"local MAX_MESSAGE_BATCH_BYTES = {max_message_batch_body_bytes(settings)}\n" + LUA_FILTER.read_text()
     )
     filters["envoy.filters.http.grpc_json_transcoder"]["services"] = sorted({m.service for m in methods})
     clusters = sorted(set(SERVICE_CLUSTERS.values()))

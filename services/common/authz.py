@@ -46,6 +46,8 @@ ALLOWED_CALLERS: Mapping[str, frozenset[str]] = {
     "/batchgate.v1.BatchService/*": frozenset({ENVOY, OPERATOR}),
     "/batchgate.v1.ResultsService/*": frozenset({ENVOY, OPERATOR}),
     "/batchgate.v1.ModelsService/*": frozenset({ENVOY, OPERATOR}),
+    "/batchgate.v1.MessageBatchService/*": frozenset({ENVOY, OPERATOR}),
+    "/batchgate.v1.MessageBatchResultsService/*": frozenset({ENVOY, OPERATOR}),
     "/grpc.reflection.v1.ServerReflection/*": frozenset({ENVOY, OPERATOR}),
     "/grpc.reflection.v1alpha.ServerReflection/*": frozenset({ENVOY, OPERATOR}),
     "/grpc.health.v1.Health/*": frozenset(IDENTITIES),

@@ -146,6 +146,23 @@ class Settings:
     max_inline_bytes: int = _setting(
         32 * MIB, "BATCHGATE_MAX_INLINE_BYTES", "Largest POST /v1/batches body with inline `requests`."
     )
+    message_batch_max_requests: int = _setting(
+        100_000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_REQUESTS",
+        "Most requests in one Anthropic Message Batch (Anthropic's own limit by default).",
+    )
+    message_batch_max_bytes: int = _setting(
+        256 * 1000 * 1000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_BYTES",
+        "Largest POST /v1/messages/batches body (Anthropic's 256 MB by default; bodies past "
+        "`grpc_max_message_bytes` are refused with 413 too, so raise both together).",
+    )
+    message_batch_window: str = _setting(
+        "24h",
+        "BATCHGATE_MESSAGE_BATCH_WINDOW",
+        "How long a Message Batch may run before its unfinished requests expire (Anthropic's 24 h "
+        "by default; units s, m, h, d).",
+    )
     max_record_bytes: int = _setting(
         10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
     )
@@ -246,6 +263,12 @@ class Settings:
         "Comma-separated CIDRs that webhook URLs may resolve to although they are loopback, "
         "private, link-local or reserved (e.g. `10.0.0.0/8`). Empty: only public addresses.",
     )
+    tool_allowed_networks: str = _setting(
+        "",
+        "BATCHGATE_TOOL_ALLOWED_NETWORKS",
+        "The same for the tool servers of tool-calling records (`batchgate.tool_config.url`). "
+        "Empty: whatever `webhook_allowed_networks` allows; `none`: only public addresses.",
+    )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
         5.0,
@@ -332,6 +355,16 @@ class Settings:
             for n in self.webhook_allowed_networks.split(",")
             if n.strip()
         )
+
+    @property
+    def tool_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Where tool servers may be; by default where webhooks may go."""
+        raw = self.tool_allowed_networks.strip()
+        if not raw:
+            return self.webhook_allowed_network_list
+        if raw.lower() == "none":
+            return ()
+        return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
 
     @property
     def base_url(self) -> str:

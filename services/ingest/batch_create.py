@@ -36,10 +36,10 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, files, items
 from batchgate.services.common.db.blobs import BlobWriter
 from batchgate.services.common.faults import crash_point
-from batchgate.services.common.ids import batch_id as new_batch_id
 from batchgate.services.common.ids import file_id as new_file_id
 from batchgate.services.common.states import BatchStatus, FilePurpose
 from batchgate.services.common.webhook_urls import check_webhook_url
+from batchgate.services.ingest.batch_shape import BatchShape, openai_shape
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import (
     CreateOptions,
@@ -53,6 +53,7 @@ from batchgate.services.ingest.create_records import (
     Rejections,
     check_records,
     error_preview,
+    inline_line,
     store_inline,
 )
 from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
@@ -112,8 +113,11 @@ class BatchCreator:
         spend: spend_pb2_grpc.SpendServiceStub,
         idempotency: IdempotencyKeys,
         metrics: IngestMetrics | None = None,
+        shape: BatchShape | None = None,
     ) -> None:
+        """`shape`: which API's batches this creator makes (OpenAI's by default)."""
         self._settings = settings
+        self._shape = shape or openai_shape(settings, inline_line)
         self._db = db
         self._spend = spend
         self._idempotency = idempotency
@@ -132,7 +136,7 @@ class BatchCreator:
         (its records are inline but as large as a file may be)."""
         started = time.monotonic()
         apply_defaults(self._settings, request)
-        check_request(self._settings, request, inline)
+        check_request(self._shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
         claim: Claim | None = None
@@ -181,7 +185,7 @@ class BatchCreator:
     async def _replay(self, project_id: str, batch: str) -> CreateResult:
         """The answer of the create that made `batch`, as the batch stands now."""
         async with self._db.read() as conn:
-            row = await visible_batch(conn, project_id, batch)
+            row = await visible_batch(conn, project_id, batch, message_batch=self._shape.message_batch)
             rejected = await items.rejected(conn, batch, self._settings.rejected_preview_max)
         preview = [Rejection(r.line, r.custom_id, r.error_code, r.error_message) for r in rejected]
         return CreateResult(row, preview, replayed=True)
@@ -201,9 +205,9 @@ class BatchCreator:
                     conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
                 )
                 check_source(self._settings, source)
-                draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
+                draft = _Draft(caller, self._shape.new_id(), source.id, source.blob_id)
             else:
-                draft = _Draft(caller, new_batch_id(), new_file_id(), None)
+                draft = _Draft(caller, self._shape.new_id(), new_file_id(), None)
             await batches.insert_validating(
                 conn,
                 id=draft.batch,
@@ -241,16 +245,16 @@ class BatchCreator:
         owner = f"create:{draft.batch}"
         inline = None
         if draft.source_blob is None:
-            limit = self._settings.max_inline_bytes if lineage is None else self._settings.max_file_bytes
+            limit = None if lineage is None else self._settings.max_file_bytes
             inline = await store_inline(
-                self._db, limit, owner, inline_requests, request.endpoint, request.model
+                self._db, self._shape, owner, inline_requests, request.endpoint, request.model, limit
             )
         rejections = Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
         checked = await check_records(
-            self._db, self._settings, draft.batch, request.endpoint, blob, rejections, param, request.model
+            self._db, self._shape, draft.batch, request.endpoint, blob, rejections, param, request.model
         )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-
 import grpc
 import orjson
 
-from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.auth import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
 from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.dry_run import DryRun
@@ -22,8 +21,6 @@ from batchgate.services.ingest.lookup import check_cursor, visible_batch
 from batchgate.services.ingest.retry import BatchRetrier
 from batchgate.services.ingest.views import batch_message, batch_messages
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-
-log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 LISTED_STATUSES = tuple(BATCH_TRANSITIONS)  # a batch is listed once it left `validating`
@@ -67,18 +64,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
-        try:
-            await self._scheduler.SubmitBatch(
-                scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
-            )
-        except grpc.aio.AioRpcError as exc:
-            # The batch is stored: answering an error now would make the SDK retry and create a
-            # second one. The scheduler's poll finds the batch without the wake-up.
-            log.warning(
-                "SubmitBatch(%s) failed: %s; the scheduler will pick it up by polling",
-                result.batch.id,
-                exc.code(),
-            )
+        await scheduler_calls.submit(self._scheduler, result.batch.id)
         return self._answer(result)
 
     def _answer(self, result: CreateResult) -> batches_pb2.Batch:
@@ -140,14 +126,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             found = await visible_batch(conn, project, request.batch_id)
         row = found
         if found.status == BatchStatus.IN_PROGRESS:
-            try:
-                await self._scheduler.CancelBatch(
-                    scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
-                )
-            except grpc.aio.AioRpcError as exc:  # cancelling twice is harmless: a retry is safe
-                raise errors.ApiError(
-                    503, "The scheduler could not be reached; retry the cancel.", "scheduler_unavailable"
-                ) from exc
+            await scheduler_calls.cancel(self._scheduler, found.id)
             async with self._db.read() as conn:
                 row = await visible_batch(conn, project, request.batch_id)
         being_cancelled = (

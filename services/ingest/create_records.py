@@ -12,13 +12,14 @@ import orjson
 
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.simple_form import bare_record, is_bare
-from batchgate.services.ingest.validation import Accepted, RecordChecker
+from batchgate.services.ingest.tool_url_gate import ToolUrlGate
+from batchgate.services.ingest.validation import Accepted
 from batchgate.v1 import batches_pb2
 
 ERROR_PREVIEW_BYTES = 5000
@@ -95,22 +96,33 @@ def inline_too_large(max_bytes: int) -> errors.ApiError:
 
 
 async def store_inline(
-    db: Database, max_bytes: int, owner: str, requests: list[Any], endpoint: str, model: str = ""
+    db: Database,
+    shape: BatchShape,
+    owner: str,
+    requests: list[Any],
+    endpoint: str,
+    model: str = "",
+    max_bytes: int | None = None,
 ) -> BlobWriter:
-    """The inline requests as an input-file blob of at most `max_bytes`, stored but not yet
-    published; `model`: the batch-level model, if given."""
+    """The inline requests as an input-file blob (each line as `shape` stores it, or with the
+    batch-level `model` as `inline_line` spells the simple form out), at most `max_bytes`
+    (default: the shape's limit), stored but not yet published."""
+    limit = max_bytes or shape.max_inline_bytes
     writer = BlobWriter(db, owner)
     for index, value in enumerate(requests):
-        await writer.write(inline_line(index, value, endpoint, model) + b"\n")
-        if writer.size > max_bytes:
-            raise inline_too_large(max_bytes)
+        line = (
+            inline_line(index, value, endpoint, model) if model else shape.inline_line(index, value, endpoint)
+        )
+        await writer.write(line + b"\n")
+        if writer.size > limit:
+            raise inline_too_large(limit)
     await writer.flush()
     return writer
 
 
 async def check_records(
     db: Database,
-    settings: Settings,
+    shape: BatchShape,
     batch: str,
     endpoint: str,
     blob: str,
@@ -118,9 +130,12 @@ async def check_records(
     param: str,
     model: str = "",
 ) -> Checked:
-    """Stream the input once: check each record, insert its item, collect rejections; with a
-    batch-level `model`, every record must use it."""
-    checker = RecordChecker(settings, endpoint, model=model or None)
+    """Stream the input once: check each record (as `shape` checks its API's records), insert its
+    item, collect rejections; with a batch-level `model`, every record must use it."""
+    checker = shape.checker(endpoint)
+    if model:
+        checker.model = model
+    tool_urls = ToolUrlGate(shape.settings)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
@@ -129,13 +144,13 @@ async def check_records(
         async for line_number, raw in numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
-            if index >= settings.max_batch_records:
+            if index >= shape.max_records:
                 raise errors.invalid(
-                    f"The input has more than {settings.max_batch_records} records, the limit per batch.",
+                    f"The input has more than {shape.max_records} records, the limit per batch.",
                     "input_too_large",
                     param,
                 )
-            outcome = checker.check(raw)
+            outcome = await tool_urls.admit(checker.check(raw))
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(

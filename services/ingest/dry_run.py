@@ -27,6 +27,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import read_lines
 from batchgate.services.common.webhook_urls import check_webhook_url
+from batchgate.services.ingest.batch_shape import openai_shape
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import check_request, check_source, request_options
 from batchgate.services.ingest.create_records import (
@@ -73,7 +74,7 @@ class DryRun:
     ) -> batches_pb2.Batch:
         """The would-be batch of `request`, with its estimate; raises what a create would."""
         apply_defaults(self._settings, request)
-        check_request(self._settings, request, inline)
+        check_request(openai_shape(self._settings, inline_line), request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
         await check_budgets(self._db, self._spend, caller)

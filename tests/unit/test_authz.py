@@ -85,6 +85,8 @@ def test_reflection_describes_the_public_api_only() -> None:
     assert sorted(reflection.public_services()) == [
         "batchgate.v1.BatchService",
         "batchgate.v1.FilesService",
+        "batchgate.v1.MessageBatchResultsService",
+        "batchgate.v1.MessageBatchService",
         "batchgate.v1.ModelsService",
         "batchgate.v1.ResultsService",
         "grpc.health.v1.Health",
