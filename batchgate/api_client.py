@@ -124,10 +124,18 @@ class ApiClient:
     def cancel_batch(self, batch_id: str) -> dict[str, Any]:
         return self._call("POST", f"/batches/{_segment(batch_id)}/cancel", json={})
 
-    def download_results(self, batch_id: str, out: BinaryIO, partial: bool, state: str | None) -> int:
+    def retry_batch(self, batch_id: str, only: str | None, model: str | None) -> dict[str, Any]:
+        body = {k: v for k, v in (("only", only), ("model", model)) if v}
+        return self._call("POST", f"/batches/{_segment(batch_id)}/retry", json=body)
+
+    def download_results(
+        self, batch_id: str, out: BinaryIO, partial: bool, state: str | None, result_format: str | None = None
+    ) -> int:
         params: dict[str, Any] = {"partial": "true"} if partial else {}
         if state:
             params["state"] = state
+        if result_format:
+            params["format"] = result_format
         return self._download(f"/batches/{_segment(batch_id)}/results", out, params)
 
     # --- recurring batch templates ---------------------------------------------------------

@@ -9,6 +9,7 @@ JSON with `--json`; results go to stdout, progress and notes to stderr; exit cod
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from batchgate.progress import ProgressDisplay
 from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState, TemplateStatus
 
 PRIORITIES = ("standard", "expedited")
+RETRY_SELECTIONS = (ItemState.FAILED.value, ItemState.EXPIRED.value, ItemState.CANCELLED.value)
 
 # --- output ---------------------------------------------------------------------------------------
 
@@ -111,7 +113,10 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     path = Path(args.input_file)
     if not path.is_file():
         raise CommandError(ExitCode.INVALID, f"no such input file: {path}")
-    body: dict[str, Any] = {"endpoint": args.endpoint, "completion_window": args.completion_window}
+    body: dict[str, Any] = {"completion_window": args.completion_window}
+    body.update(
+        {k: v for k, v in (("endpoint", args.endpoint), ("model", args.model), ("name", args.name)) if v}
+    )
     if args.metadata:
         body["metadata"] = _metadata(args.metadata)
     if args.priority is not None:
@@ -120,6 +125,8 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         if args.wait:
             raise CommandError(ExitCode.INVALID, "--wait follows a batch; a --cron template spawns many")
         body.update({k: v for k, v in (("cron", args.cron), ("cron_timezone", args.cron_timezone)) if v})
+    if args.dry_run:
+        return _dry_run(args, api, path, body)
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
     uploaded = api.upload_file(path)
     views.note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
@@ -138,11 +145,47 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
             views.print_json(batch)
         return ExitCode.OK
     views.note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
+    return _follow(args, api, batch)
+
+
+def _follow(args: argparse.Namespace, api: ApiClient, batch: dict[str, Any]) -> ExitCode:
+    """After a create or retry: with --wait, follow the new batch to its end and download."""
     if not args.wait:
         if args.json:
             views.print_json(batch)
         return ExitCode.OK
     return _finished(api, _wait(api, batch, args.poll_interval), args)
+
+
+def _record_or_text(line: str) -> Any:
+    """A JSONL line's value; a line that is not JSON goes as its text, for the server to reject."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return line
+
+
+def _dry_run(args: argparse.Namespace, api: ApiClient, path: Path, body: dict[str, Any]) -> ExitCode:
+    """Send the file's records inline with `dry_run` (so not even the upload is stored) and
+    print the would-be batch's summary and estimate."""
+    body["dry_run"] = True
+    lines = path.read_text(encoding="utf-8-sig").split("\n")
+    body["requests"] = [_record_or_text(line) for line in lines if line.strip()]
+    try:
+        batch = api.create_batch(body)
+    except ApiFailure as failure:
+        _show_rejections(failure.error, None, api)
+        raise
+    _show_rejections(batch, None, api)
+    return views.show(args, batch, views.estimate_table)
+
+
+def cmd_batches_retry(args: argparse.Namespace, api: ApiClient) -> ExitCode:
+    batch = api.retry_batch(args.batch_id, args.only, args.model)
+    if not args.json:
+        print(batch["id"], flush=True)
+        views.note(f"retry of {batch.get('retry_of')}: {batch['request_counts']['total']} request(s)")
+    return _follow(args, api, batch)
 
 
 def cmd_batches_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -172,7 +215,10 @@ def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode
 
 
 def cmd_batches_results(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _download(args, lambda out: api.download_results(args.batch_id, out, args.partial, args.state))
+    result_format = "merged" if args.merged else "simple" if args.simple else None
+    return _download(
+        args, lambda out: api.download_results(args.batch_id, out, args.partial, args.state, result_format)
+    )
 
 
 # --- files ----------------------------------------------------------------------------------------
@@ -249,7 +295,11 @@ def add_commands(sub: Any) -> None:
     verbs = batches.add_subparsers(dest="batches_command", required=True)
     create = verb(verbs, "create", cmd_batches_create, "upload a JSONL file and create a batch")
     create.add_argument("--input-file", required=True, help="JSONL, one request per line")
-    create.add_argument("--endpoint", required=True, help="e.g. /v1/chat/completions")
+    create.add_argument("--endpoint", help="e.g. /v1/chat/completions (the default with --model)")
+    create.add_argument(
+        "--model", help="the model every record must use (endpoint then defaults to chat completions)"
+    )
+    create.add_argument("--name", help="a name for people, shown in lists and the panel")
     create.add_argument("--completion-window", default="24h")
     create.add_argument("--priority", help="standard, expedited or an integer (higher runs first)")
     create.add_argument(
@@ -261,18 +311,38 @@ def add_commands(sub: Any) -> None:
         "--cron", help='a recurring batch: a run at each time of this 5-field expression ("0 2 * * *")'
     )
     create.add_argument("--cron-timezone", help="IANA time zone of --cron (default UTC)")
+    create.add_argument(
+        "--dry-run", action="store_true", help="check and estimate tokens and cost; store nothing"
+    )
     _wait_options(create)
     _wait_options(verb(verbs, "get", cmd_batches_get, "show one batch", "batch_id"))
     listing = verb(verbs, "list", cmd_batches_list, "list batches, newest first")
     listing.add_argument("--limit", type=int, help="1..100 (default 20)")
     listing.add_argument("--after", help="page after this batch id")
     verb(verbs, "cancel", cmd_batches_cancel, "cancel a batch (finished items are kept)", "batch_id")
+    retry = verb(
+        verbs, "retry", cmd_batches_retry, "run an ended batch's unsuccessful items again", "batch_id"
+    )
+    retry.add_argument(
+        "--only", choices=RETRY_SELECTIONS, help="only items that ended so (default: all three)"
+    )
+    retry.add_argument("--model", help="another model (public alias) for every retried request")
+    _wait_options(retry)
     results = verb(
         verbs, "results", cmd_batches_results, "stream a batch's per-item results (JSONL)", "batch_id"
     )
     results.add_argument("--partial", action="store_true", help="what is finished so far, while it runs")
     results.add_argument(
         "--state", choices=(ItemState.SUCCEEDED.value, ItemState.FAILED.value), help="only these outcomes"
+    )
+    shape = results.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--merged",
+        action="store_true",
+        help="each line with the request's custom_id and body beside its outcome",
+    )
+    shape.add_argument(
+        "--simple", action="store_true", help='one {"custom_id", "content" or "error"} per line'
     )
     results.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 

@@ -21,7 +21,9 @@ describes the public API only.
 
 from __future__ import annotations
 
+import os
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
 from batchgate.gateway import panel
+from batchgate.gateway.tracing import envoy_tracing
 from batchgate.services.common import tls
 from batchgate.services.common.config import Settings
 
@@ -244,10 +247,13 @@ def _route(match: dict[str, str], cluster: str, streaming: bool, read: bool) -> 
 
 
 def render(
-    settings: Settings, config_path: Path = Path("envoy.yaml"), descriptor_path: Path = DESCRIPTOR_SET
+    settings: Settings,
+    config_path: Path = Path("envoy.yaml"),
+    descriptor_path: Path = DESCRIPTOR_SET,
+    environ: Mapping[str, str] = os.environ,
 ) -> dict[str, Any]:
     """The full Envoy config for `settings` as a dict (written to `config_path`, next to which
-    its SDS files go)."""
+    its SDS files go); `environ` is read for tracing (`OTEL_*`, as the services read it)."""
     text = string.Template(TEMPLATE.read_text()).substitute(
         host=settings.host,
         port=settings.port,
@@ -283,10 +289,13 @@ def render(
     config["static_resources"]["clusters"] = [
         _cluster(name, settings.addrs(name), settings, config_path.resolve()) for name in clusters
     ]
+    if (traced := envoy_tracing(environ)) is not None:  # Envoy's spans join the services' traces
+        hcm["tracing"], collector = traced
+        config["static_resources"]["clusters"].append(collector)
     return config
 
 
-def write_config(settings: Settings, path: Path) -> Path:
+def write_config(settings: Settings, path: Path, environ: Mapping[str, str] = os.environ) -> Path:
     """Envoy's config at `path` and, with TLS, its SDS files next to it (checking first that
     Envoy's certificate is there: without it Envoy could not reach any service)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -295,5 +304,5 @@ def write_config(settings: Settings, path: Path) -> Path:
         sds = sds_paths(path)
         for name, resource in sds_resources(settings).items():
             sds[name].write_text(yaml.safe_dump(resource, sort_keys=False))
-    path.write_text(yaml.safe_dump(render(settings, path), sort_keys=False))
+    path.write_text(yaml.safe_dump(render(settings, path, environ=environ), sort_keys=False))
     return path

@@ -59,6 +59,7 @@ from batchgate.services.ingest.create_records import (
 from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from batchgate.services.ingest.lookup import visible_batch, visible_file
 from batchgate.services.ingest.metrics import IngestMetrics
+from batchgate.services.ingest.simple_form import apply_defaults
 from batchgate.services.ingest.sweeps import discard_batch
 from batchgate.v1 import batches_pb2
 
@@ -92,6 +93,15 @@ class RunClaim(Protocol):
     async def claim(self, conn: Connection) -> None:
         """In the transaction that publishes the run: take the template's due time, or raise
         (another replica made this run) so that the run is discarded."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryLineage:
+    """What a retry's batch records of its source (`services.ingest.retry`)."""
+
+    retry_of: str
+    selection: str
+    """`<only or all>:<model or nothing>`: one retry batch per source and selection."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +141,14 @@ class BatchCreator:
         inline: list[Any],
         idempotency_key: str | None = None,
         run_of: RunClaim | None = None,
+        lineage: RetryLineage | None = None,
     ) -> CreateResult:
         """Create a batch from `request`, whose inline records (if any) come as `inline`:
         decoded JSON values, not the request's `requests` field. `run_of`: the batch is a run
-        of that template."""
+        of that template. A retry passes its `lineage` (its records are inline but as large as
+        a file may be)."""
         started = time.monotonic()
+        apply_defaults(self._settings, request)
         check_request(self._shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
@@ -149,9 +162,9 @@ class BatchCreator:
             claim = claimed
         try:
             await check_budgets(self._db, self._spend, caller)
-            draft = await self._open(caller, request, options, run_of)
+            draft = await self._open(caller, request, options, run_of, lineage)
             try:
-                result = await self._fill(draft, request, inline, options, claim)
+                result = await self._fill(draft, request, inline, options, claim, lineage)
             except BaseException:
                 await discard_batch(self._db, draft.batch)
                 raise
@@ -176,6 +189,11 @@ class BatchCreator:
             time.monotonic() - started,
         )
         return result
+
+    @property
+    def spend(self) -> spend_pb2_grpc.SpendServiceStub:
+        """The results service's spend answers, for budget checks."""
+        return self._spend
 
     async def _replay(self, project_id: str, batch: str) -> CreateResult:
         """The answer of the create that made `batch`, as the batch stands now."""
@@ -206,6 +224,7 @@ class BatchCreator:
         request: batches_pb2.CreateBatchRequest,
         options: CreateOptions,
         run_of: RunClaim | None,
+        lineage: RetryLineage | None,
     ) -> _Draft:
         """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
@@ -237,6 +256,9 @@ class BatchCreator:
                 output_expires_after_s=options.output_expiry_s,
                 traceparent=telemetry.current_traceparent() or None,
                 template_id=run_of.template_id if run_of else None,
+                name=request.name or None,
+                retry_of=lineage.retry_of if lineage else None,
+                retry_selection=lineage.selection if lineage else None,
             )
         return draft
 
@@ -247,18 +269,22 @@ class BatchCreator:
         inline_requests: list[Any],
         options: CreateOptions,
         claim: Claim | None,
+        lineage: RetryLineage | None,
     ) -> CreateResult:
         """Check every record and store the items (step 3), then publish it all (step 4)."""
         owner = f"create:{draft.batch}"
         inline = None
         if draft.source_blob is None:
-            inline = await store_inline(self._db, self._shape, owner, inline_requests, request.endpoint)
+            limit = None if lineage is None else self._settings.max_file_bytes
+            inline = await store_inline(
+                self._db, self._shape, owner, inline_requests, request.endpoint, request.model, limit
+            )
         rejections = Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
         checked = await check_records(
-            self._db, self._shape, draft.batch, request.endpoint, blob, rejections, param
+            self._db, self._shape, draft.batch, request.endpoint, blob, rejections, param, request.model
         )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)

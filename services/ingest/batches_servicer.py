@@ -17,10 +17,12 @@ from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
 from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
+from batchgate.services.ingest.dry_run import DryRun
 from batchgate.services.ingest.idempotency import key_from_metadata
 from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.retry import BatchRetrier
 from batchgate.services.ingest.template_create import TemplateMaker
-from batchgate.services.ingest.views import batch_message
+from batchgate.services.ingest.views import batch_message, batch_messages
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
@@ -41,17 +43,31 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self._scheduler = scheduler
         self._creator = creator
         self._templates = templates
+        self._retrier = BatchRetrier(settings, db, creator)
+        self._dry_run = DryRun(settings, db, creator.spend)
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         request, json_values = rest_input.decode_body(request, keep_json=("requests",))
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
+        request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
         if request.cron or request.cron_timezone:
             return await self._templates.create(principal(), request, bool(inline), key)
-        request.ClearField("requests")  # the records travel as `inline`
+        if request.dry_run:
+            return await self._dry_run.answer(principal(), request, inline)
         result = await self._creator.create(principal(), request, inline, key)
+        return await self._submit(result, context)
+
+    async def RetryBatch(
+        self, request: batches_pb2.RetryBatchRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        request, _ = rest_input.decode_body(request)
+        return await self._submit(await self._retrier.retry(principal(), request), context)
+
+    async def _submit(self, result: CreateResult, context: grpc.aio.ServicerContext) -> batches_pb2.Batch:
+        """Hand a new batch to the scheduler and answer it; a replay is only answered."""
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
@@ -67,7 +83,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self, request: batches_pb2.GetBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         async with self._db.read() as conn:
-            return batch_message(await visible_batch(conn, principal().project_id, request.batch_id))
+            row = await visible_batch(conn, principal().project_id, request.batch_id)
+            (message,) = await batch_messages(conn, [row])
+            return message
 
     async def ListBatches(
         self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext
@@ -89,7 +107,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 after=request.after,
                 limit=limit + 1,
             )
-        page = [batch_message(r) for r in rows[:limit]]
+            page = await batch_messages(conn, rows[:limit])
         return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
@@ -141,4 +159,5 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
             await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
-            return batch_message(await visible_batch(conn, project, request.batch_id))
+            (message,) = await batch_messages(conn, [await visible_batch(conn, project, request.batch_id)])
+            return message

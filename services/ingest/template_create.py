@@ -43,6 +43,13 @@ class TemplateMaker:
                 "invalid_idempotency_key",
                 "Idempotency-Key",
             )
+        if request.dry_run:
+            raise errors.invalid(
+                "'dry_run' cannot be combined with 'cron': dry-run the same request without 'cron' "
+                "to check and estimate one run.",
+                "invalid_value",
+                "dry_run",
+            )
         expression = cron.check_expression(request.cron)
         zone = cron.check_timezone(request.cron_timezone)
         if has_inline or not request.input_file_id:

@@ -59,14 +59,19 @@ class _Claimed:
 
 
 async def item_pages(
-    db: Database, batch_id: str, states: tuple[str, ...] | None = None, page_rows: int = PAGE_ROWS
+    db: Database,
+    batch_id: str,
+    states: tuple[str, ...] | None = None,
+    page_rows: int = PAGE_ROWS,
+    with_body: bool = False,
 ) -> AsyncIterator[list[AnyRow]]:
-    """Yield lists of item rows (LINE_COLUMNS) in input order, one page at a time; the next
-    page is read while the caller works on the current one."""
+    """Yield lists of item rows (LINE_COLUMNS, plus the request body when `with_body`) in
+    input order, one page at a time; the next page is read while the caller works on the
+    current one."""
 
     async def fetch(after: int) -> list[AnyRow]:
         async with db.read() as conn:
-            return await items.line_page(conn, batch_id, after, states, page_rows)
+            return await items.line_page(conn, batch_id, after, states, page_rows, with_body)
 
     pending: asyncio.Task[list[AnyRow]] | None = asyncio.create_task(fetch(-1))
     try:

@@ -21,6 +21,7 @@ from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_F
 from batchgate.services.results.finalize import Finalizer, item_pages
 from batchgate.services.results.lines import LineRenderer
 from batchgate.services.results.recorder import Recorder
+from batchgate.services.results.result_formats import FORMATS, MERGED, MergedRenderer, SimpleRenderer
 from batchgate.services.results.usage import (
     EVENTS_PAGE_DEFAULT,
     EVENTS_PAGE_MAX,
@@ -87,6 +88,13 @@ async def visible_batch(db: Database, batch_id: str, *, openai_only: bool = Fals
     return row
 
 
+def result_renderer(result_format: str, batch: AnyRow) -> LineRenderer | MergedRenderer | SimpleRenderer:
+    """What renders a page of the batch's item rows in `result_format` (checked)."""
+    if not result_format:
+        return LineRenderer(batch.id)
+    return MergedRenderer(batch.id) if result_format == MERGED else SimpleRenderer(batch.endpoint)
+
+
 class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -96,6 +104,8 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     ) -> AsyncIterator[httpbody_pb2.HttpBody]:
         if request.state not in STATE_FILTERS:
             raise errors.invalid("'state' must be 'succeeded' or 'failed'.", "invalid_state", "state")
+        if request.format not in FORMATS:
+            raise errors.invalid("'format' must be 'merged' or 'simple'.", "invalid_format", "format")
         row = await visible_batch(self._db, request.batch_id, openai_only=True)
         if row.status not in BATCH_TERMINAL and not request.partial:
             raise errors.conflict(
@@ -103,8 +113,9 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
                 "batch_not_finished",
             )
         first = True
-        renderer = LineRenderer(row.id)
-        async for page in item_pages(self._db, row.id, STATE_FILTERS[request.state]):
+        renderer = result_renderer(request.format, row)
+        pages = item_pages(self._db, row.id, STATE_FILTERS[request.state], with_body=bool(request.format))
+        async for page in pages:
             yield httpbody_pb2.HttpBody(
                 content_type="application/jsonl" if first else "", data=renderer.lines(page)
             )

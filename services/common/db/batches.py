@@ -138,6 +138,31 @@ async def runs_of_template(
     return list((await conn.execute(query)).all())
 
 
+async def retry_made(conn: AsyncConnection, retry_of: str, selection: str) -> str | None:
+    """ingest: the visible batch that already retried `retry_of` with `selection`, if any."""
+    query = select(batches.c.id).where(
+        batches.c.retry_of == retry_of,
+        batches.c.retry_selection == selection,
+        batches.c.status != BatchStatus.VALIDATING,
+    )
+    return (await conn.execute(query.order_by(batches.c.id).limit(1))).scalar()
+
+
+async def retries_of(conn: AsyncConnection, batch_ids: list[str]) -> dict[str, list[str]]:
+    """ingest: the visible retries of each of `batch_ids`, oldest first (absent: none)."""
+    if not batch_ids:
+        return {}
+    query = (
+        select(batches.c.retry_of, batches.c.id)
+        .where(batches.c.retry_of.in_(batch_ids), batches.c.status != BatchStatus.VALIDATING)
+        .order_by(batches.c.id)
+    )
+    found: dict[str, list[str]] = {}
+    for row in (await conn.execute(query)).all():
+        found.setdefault(row.retry_of, []).append(row.id)
+    return found
+
+
 async def set_metadata(conn: AsyncConnection, batch_id: str, metadata_json: str | None) -> None:
     """ingest: replace a batch's metadata (a JSON object, or None for none)."""
     await conn.execute(update(batches).where(batches.c.id == batch_id).values(metadata=metadata_json))

@@ -119,12 +119,18 @@ batches = Table(
     Column("webhook_url", String(2048), nullable=True),
     Column("output_expires_after_s", Integer, nullable=True),
     Column("traceparent", String(64), nullable=True),  # the create call's trace
+    Column("name", String(256), nullable=True),  # what the creator called it (extension)
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
     Column("template_id", String(40), nullable=True),  # the recurring template that spawned it
+    # A retry (POST /v1/batches/{id}/retry): the batch it re-runs and what it selected
+    # (`<only or all>:<model or nothing>`), one retry batch per source and selection.
+    Column("retry_of", String(40), nullable=True),
+    Column("retry_selection", String(240), nullable=True),
     Index("ix_batches_project_id", "project_id", "id"),
     Index("ix_batches_status", "status"),
     Index("ix_batches_template_id", "template_id", "id"),
+    Index("ix_batches_retry_of", "retry_of", "retry_selection"),
 )
 
 # Recurring batch templates (ingest; SQL in services.common.db.templates). Each holds the

@@ -79,12 +79,16 @@ def upgrade() -> None:
         sa.Column("webhook_url", sa.String(length=2048), nullable=True),
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
+        sa.Column("name", sa.String(length=256), nullable=True),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
         sa.Column("template_id", sa.String(length=40), nullable=True),
+        sa.Column("retry_of", sa.String(length=40), nullable=True),
+        sa.Column("retry_selection", sa.String(length=240), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("batches", schema=None) as batch_op:
         batch_op.create_index("ix_batches_project_id", ["project_id", "id"], unique=False)
+        batch_op.create_index("ix_batches_retry_of", ["retry_of", "retry_selection"], unique=False)
         batch_op.create_index("ix_batches_status", ["status"], unique=False)
         batch_op.create_index("ix_batches_template_id", ["template_id", "id"], unique=False)
 
@@ -327,6 +331,7 @@ def downgrade() -> None:
     with op.batch_alter_table("batches", schema=None) as batch_op:
         batch_op.drop_index("ix_batches_template_id")
         batch_op.drop_index("ix_batches_status")
+        batch_op.drop_index("ix_batches_retry_of")
         batch_op.drop_index("ix_batches_project_id")
 
     op.drop_table("batches")
