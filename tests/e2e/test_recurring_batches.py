@@ -162,6 +162,7 @@ def test_due_times_missed_while_no_tick_came_make_one_catch_up_run(
         ({"cron": "99 2 * * *"}, 400, "invalid_cron", "cron"),
         ({"cron": "0 2 * * *", "cron_timezone": "Moon/Base"}, 400, "invalid_cron_timezone", "cron_timezone"),
         ({"cron": 5}, 400, "invalid_type", "cron"),
+        ({"cron": "0 2 * * *", "dry_run": True}, 400, "invalid_value", "dry_run"),
         ({"cron": "0 2 * * *", "endpoint": "/v1/nope"}, 400, "invalid_endpoint", "endpoint"),
         ({"cron": "0 2 * * *", "input_file_id": "file-unknown"}, 404, "not_found", "input_file_id"),
         (
