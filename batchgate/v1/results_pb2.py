@@ -27,7 +27,7 @@ from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x61tchgate/v1/results.proto\x12\x0c\x62\x61tchgate.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"J\n\x16GetBatchResultsRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0f\n\x07partial\x18\x02 \x01(\x08\x12\r\n\x05state\x18\x03 \x01(\t\"~\n\x0fGetUsageRequest\x12\x12\n\nstart_time\x18\x01 \x01(\r\x12\x10\n\x08\x65nd_time\x18\x02 \x01(\r\x12\x10\n\x08\x62\x61tch_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\napi_key_id\x18\x05 \x01(\t\x12\x10\n\x08group_by\x18\x06 \x03(\t\"J\n\x10GetUsageResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12&\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x18.batchgate.v1.UsageGroup\"\xc6\x02\n\nUsageGroup\x12\x0e\n\x06object\x18\x01 \x01(\t\x12(\n\x08\x62\x61tch_id\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05model\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\napi_key_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x10\n\x08requests\x18\x05 \x01(\x05\x12\x14\n\x0cinput_tokens\x18\x06 \x01(\x01\x12\x15\n\rcached_tokens\x18\x07 \x01(\x01\x12\x15\n\routput_tokens\x18\x08 \x01(\x01\x12\x18\n\x10reasoning_tokens\x18\t \x01(\x01\x12\x14\n\x0ctotal_tokens\x18\n \x01(\x01\x12%\n\x04\x63ost\x18\x0b \x01(\x0b\x32\x17.batchgate.v1.UsageCost\"-\n\tUsageCost\x12\x10\n\x08\x63urrency\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\"\xa0\x01\n\x16ListUsageEventsRequest\x12\x12\n\nstart_time\x18\x01 \x01(\r\x12\x10\n\x08\x65nd_time\x18\x02 \x01(\r\x12\x10\n\x08\x62\x61tch_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\napi_key_id\x18\x05 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x06 \x01(\t\x12\x12\n\x05limit\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x08\n\x06_limit\"\xb6\x01\n\x17ListUsageEventsResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12&\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x18.batchgate.v1.UsageEvent\x12(\n\x08\x66irst_id\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x07last_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x10\n\x08has_more\x18\x05 \x01(\x08\"\xdb\x02\n\nUsageEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x12\n\ncreated_at\x18\x03 \x01(\r\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x10\n\x08\x62\x61tch_id\x18\x05 \x01(\t\x12\x12\n\nitem_index\x18\x06 \x01(\x05\x12)\n\tcustom_id\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x12\n\napi_key_id\x18\x08 \x01(\t\x12\r\n\x05model\x18\t \x01(\t\x12\x14\n\x0cinput_tokens\x18\n \x01(\r\x12\x15\n\rcached_tokens\x18\x0b \x01(\r\x12\x15\n\routput_tokens\x18\x0c \x01(\r\x12\x18\n\x10reasoning_tokens\x18\r \x01(\r\x12\x14\n\x0ctotal_tokens\x18\x0e \x01(\r\x12%\n\x04\x63ost\x18\x0f \x01(\x0b\x32\x17.batchgate.v1.UsageCost\"0\n\x1cListWebhookDeliveriesRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\\\n\x1dListWebhookDeliveriesResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12+\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x1d.batchgate.v1.WebhookDelivery\"\xbb\x02\n\x0fWebhookDelivery\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x12\n\ncreated_at\x18\x06 \x01(\r\x12/\n\x0fnext_attempt_at\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x0c\x64\x65livered_at\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x15\n\rattempt_count\x18\t \x01(\x05\x12.\n\x08\x61ttempts\x18\n \x03(\x0b\x32\x1c.batchgate.v1.WebhookAttempt\x12\'\n\x07payload\x18\x0b \x01(\x0b\x32\x16.google.protobuf.Value\"\xb6\x01\n\x0eWebhookAttempt\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x12\n\nstarted_at\x18\x02 \x01(\r\x12+\n\x0b\x66inished_at\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12+\n\x0bstatus_code\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value2\x87\x04\n\x0eResultsService\x12w\n\x0fGetBatchResults\x12$.batchgate.v1.GetBatchResultsRequest\x1a\x14.google.api.HttpBody\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/batches/{batch_id}/results0\x01\x12\\\n\x08GetUsage\x12\x1d.batchgate.v1.GetUsageRequest\x1a\x1e.batchgate.v1.GetUsageResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/usage\x12x\n\x0fListUsageEvents\x12$.batchgate.v1.ListUsageEventsRequest\x1a%.batchgate.v1.ListUsageEventsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/usage/events\x12\xa3\x01\n\x15ListWebhookDeliveries\x12*.batchgate.v1.ListWebhookDeliveriesRequest\x1a+.batchgate.v1.ListWebhookDeliveriesResponse\"1\x82\xd3\xe4\x93\x02+\x12)/v1/batches/{batch_id}/webhook_deliveriesb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62\x61tchgate/v1/results.proto\x12\x0c\x62\x61tchgate.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1cgoogle/protobuf/struct.proto\"Z\n\x16GetBatchResultsRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0f\n\x07partial\x18\x02 \x01(\x08\x12\r\n\x05state\x18\x03 \x01(\t\x12\x0e\n\x06\x66ormat\x18< \x01(\t\"~\n\x0fGetUsageRequest\x12\x12\n\nstart_time\x18\x01 \x01(\r\x12\x10\n\x08\x65nd_time\x18\x02 \x01(\r\x12\x10\n\x08\x62\x61tch_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\napi_key_id\x18\x05 \x01(\t\x12\x10\n\x08group_by\x18\x06 \x03(\t\"J\n\x10GetUsageResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12&\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x18.batchgate.v1.UsageGroup\"\xc6\x02\n\nUsageGroup\x12\x0e\n\x06object\x18\x01 \x01(\t\x12(\n\x08\x62\x61tch_id\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05model\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12*\n\napi_key_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x10\n\x08requests\x18\x05 \x01(\x05\x12\x14\n\x0cinput_tokens\x18\x06 \x01(\x01\x12\x15\n\rcached_tokens\x18\x07 \x01(\x01\x12\x15\n\routput_tokens\x18\x08 \x01(\x01\x12\x18\n\x10reasoning_tokens\x18\t \x01(\x01\x12\x14\n\x0ctotal_tokens\x18\n \x01(\x01\x12%\n\x04\x63ost\x18\x0b \x01(\x0b\x32\x17.batchgate.v1.UsageCost\"-\n\tUsageCost\x12\x10\n\x08\x63urrency\x18\x01 \x01(\t\x12\x0e\n\x06\x61mount\x18\x02 \x01(\x01\"\xa0\x01\n\x16ListUsageEventsRequest\x12\x12\n\nstart_time\x18\x01 \x01(\r\x12\x10\n\x08\x65nd_time\x18\x02 \x01(\r\x12\x10\n\x08\x62\x61tch_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\napi_key_id\x18\x05 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x06 \x01(\t\x12\x12\n\x05limit\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x08\n\x06_limit\"\xb6\x01\n\x17ListUsageEventsResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12&\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x18.batchgate.v1.UsageEvent\x12(\n\x08\x66irst_id\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\'\n\x07last_id\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x10\n\x08has_more\x18\x05 \x01(\x08\"\xdb\x02\n\nUsageEvent\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x12\n\ncreated_at\x18\x03 \x01(\r\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x10\n\x08\x62\x61tch_id\x18\x05 \x01(\t\x12\x12\n\nitem_index\x18\x06 \x01(\x05\x12)\n\tcustom_id\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x12\n\napi_key_id\x18\x08 \x01(\t\x12\r\n\x05model\x18\t \x01(\t\x12\x14\n\x0cinput_tokens\x18\n \x01(\r\x12\x15\n\rcached_tokens\x18\x0b \x01(\r\x12\x15\n\routput_tokens\x18\x0c \x01(\r\x12\x18\n\x10reasoning_tokens\x18\r \x01(\r\x12\x14\n\x0ctotal_tokens\x18\x0e \x01(\r\x12%\n\x04\x63ost\x18\x0f \x01(\x0b\x32\x17.batchgate.v1.UsageCost\"0\n\x1cListWebhookDeliveriesRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\\\n\x1dListWebhookDeliveriesResponse\x12\x0e\n\x06object\x18\x01 \x01(\t\x12+\n\x04\x64\x61ta\x18\x02 \x03(\x0b\x32\x1d.batchgate.v1.WebhookDelivery\"\xbb\x02\n\x0fWebhookDelivery\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06object\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0b\n\x03url\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x12\n\ncreated_at\x18\x06 \x01(\r\x12/\n\x0fnext_attempt_at\x18\x07 \x01(\x0b\x32\x16.google.protobuf.Value\x12,\n\x0c\x64\x65livered_at\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x15\n\rattempt_count\x18\t \x01(\x05\x12.\n\x08\x61ttempts\x18\n \x03(\x0b\x32\x1c.batchgate.v1.WebhookAttempt\x12\'\n\x07payload\x18\x0b \x01(\x0b\x32\x16.google.protobuf.Value\"\xb6\x01\n\x0eWebhookAttempt\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x12\n\nstarted_at\x18\x02 \x01(\r\x12+\n\x0b\x66inished_at\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12+\n\x0bstatus_code\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value2\x87\x04\n\x0eResultsService\x12w\n\x0fGetBatchResults\x12$.batchgate.v1.GetBatchResultsRequest\x1a\x14.google.api.HttpBody\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/batches/{batch_id}/results0\x01\x12\\\n\x08GetUsage\x12\x1d.batchgate.v1.GetUsageRequest\x1a\x1e.batchgate.v1.GetUsageResponse\"\x11\x82\xd3\xe4\x93\x02\x0b\x12\t/v1/usage\x12x\n\x0fListUsageEvents\x12$.batchgate.v1.ListUsageEventsRequest\x1a%.batchgate.v1.ListUsageEventsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/usage/events\x12\xa3\x01\n\x15ListWebhookDeliveries\x12*.batchgate.v1.ListWebhookDeliveriesRequest\x1a+.batchgate.v1.ListWebhookDeliveriesResponse\"1\x82\xd3\xe4\x93\x02+\x12)/v1/batches/{batch_id}/webhook_deliveriesb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,29 +43,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESULTSSERVICE'].methods_by_name['ListWebhookDeliveries']._loaded_options = None
   _globals['_RESULTSSERVICE'].methods_by_name['ListWebhookDeliveries']._serialized_options = b'\202\323\344\223\002+\022)/v1/batches/{batch_id}/webhook_deliveries'
   _globals['_GETBATCHRESULTSREQUEST']._serialized_start=131
-  _globals['_GETBATCHRESULTSREQUEST']._serialized_end=205
-  _globals['_GETUSAGEREQUEST']._serialized_start=207
-  _globals['_GETUSAGEREQUEST']._serialized_end=333
-  _globals['_GETUSAGERESPONSE']._serialized_start=335
-  _globals['_GETUSAGERESPONSE']._serialized_end=409
-  _globals['_USAGEGROUP']._serialized_start=412
-  _globals['_USAGEGROUP']._serialized_end=738
-  _globals['_USAGECOST']._serialized_start=740
-  _globals['_USAGECOST']._serialized_end=785
-  _globals['_LISTUSAGEEVENTSREQUEST']._serialized_start=788
-  _globals['_LISTUSAGEEVENTSREQUEST']._serialized_end=948
-  _globals['_LISTUSAGEEVENTSRESPONSE']._serialized_start=951
-  _globals['_LISTUSAGEEVENTSRESPONSE']._serialized_end=1133
-  _globals['_USAGEEVENT']._serialized_start=1136
-  _globals['_USAGEEVENT']._serialized_end=1483
-  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_start=1485
-  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_end=1533
-  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_start=1535
-  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_end=1627
-  _globals['_WEBHOOKDELIVERY']._serialized_start=1630
-  _globals['_WEBHOOKDELIVERY']._serialized_end=1945
-  _globals['_WEBHOOKATTEMPT']._serialized_start=1948
-  _globals['_WEBHOOKATTEMPT']._serialized_end=2130
-  _globals['_RESULTSSERVICE']._serialized_start=2133
-  _globals['_RESULTSSERVICE']._serialized_end=2652
+  _globals['_GETBATCHRESULTSREQUEST']._serialized_end=221
+  _globals['_GETUSAGEREQUEST']._serialized_start=223
+  _globals['_GETUSAGEREQUEST']._serialized_end=349
+  _globals['_GETUSAGERESPONSE']._serialized_start=351
+  _globals['_GETUSAGERESPONSE']._serialized_end=425
+  _globals['_USAGEGROUP']._serialized_start=428
+  _globals['_USAGEGROUP']._serialized_end=754
+  _globals['_USAGECOST']._serialized_start=756
+  _globals['_USAGECOST']._serialized_end=801
+  _globals['_LISTUSAGEEVENTSREQUEST']._serialized_start=804
+  _globals['_LISTUSAGEEVENTSREQUEST']._serialized_end=964
+  _globals['_LISTUSAGEEVENTSRESPONSE']._serialized_start=967
+  _globals['_LISTUSAGEEVENTSRESPONSE']._serialized_end=1149
+  _globals['_USAGEEVENT']._serialized_start=1152
+  _globals['_USAGEEVENT']._serialized_end=1499
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_start=1501
+  _globals['_LISTWEBHOOKDELIVERIESREQUEST']._serialized_end=1549
+  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_start=1551
+  _globals['_LISTWEBHOOKDELIVERIESRESPONSE']._serialized_end=1643
+  _globals['_WEBHOOKDELIVERY']._serialized_start=1646
+  _globals['_WEBHOOKDELIVERY']._serialized_end=1961
+  _globals['_WEBHOOKATTEMPT']._serialized_start=1964
+  _globals['_WEBHOOKATTEMPT']._serialized_end=2146
+  _globals['_RESULTSSERVICE']._serialized_start=2149
+  _globals['_RESULTSSERVICE']._serialized_end=2668
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,7 @@ a project, and a project sees only its own files and batches. Both `Authorizatio
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import hashlib
 import secrets
@@ -62,7 +63,9 @@ class CreatedKey:
 
 
 def new_webhook_secret() -> str:
-    return "whsec_" + secrets.token_urlsafe(32)
+    """A Standard Webhooks signing secret: `whsec_` + the base64 of 32 random bytes (the form
+    `openai`'s `webhooks.unwrap` and the `standardwebhooks` library decode)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 async def ensure_project(db: Database, name: str = DEFAULT_PROJECT_NAME) -> str:

@@ -16,6 +16,7 @@ from batchgate.services.common.states import Execution
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 # Models on an Anthropic provider serve chat completions only (translated to Messages).
 ANTHROPIC_ENDPOINTS = ("/v1/chat/completions",)
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 SIMULATED_PROVIDER = "simulated"
 PROVIDER_KINDS = ("openai", "anthropic")
 EXECUTE = Execution.EXECUTE
@@ -91,6 +92,13 @@ class ProviderConfig:
     """Requests per provider batch; a larger batch is split and joined back in input order."""
     batch_discount: float = 0.5
     """Discount off the model's price for a natively run batch (the provider's batch price)."""
+    max_tokens_field: str = "max_tokens"
+    """Where a Message Batch request's `max_tokens` goes on a provider of kind `openai`:
+    `max_tokens` (vLLM, Ollama, llama.cpp) or `max_completion_tokens` (OpenAI's reasoning
+    models refuse `max_tokens`)."""
+    vllm_extensions: bool = False
+    """The provider (kind `openai`) takes vLLM's extra chat parameters, so Message Batch requests
+    may use `top_k` and a prefilled final assistant turn there."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,8 @@ def _check_provider(p: ProviderConfig) -> None:
         raise ValueError(f"provider {p.name}: batch_mode must be execute, or native with batch_api")
     if p.batch_limit < 1 or not 0 <= p.batch_discount <= 1:
         raise ValueError(f"provider {p.name}: need batch_limit >= 1 and 0 <= batch_discount <= 1")
+    if p.max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise ValueError(f"provider {p.name}: max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
 
 
 def _check_retry(retry: RetryPolicy) -> None:

@@ -16,13 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from batchgate.services.common.catalogue import (
-    EXECUTE,
-    SIMULATED_PROVIDER,
-    ModelConfig,
-    ProviderConfig,
-    RetryPolicy,
-)
+from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
@@ -80,7 +74,8 @@ class Settings:
     ingest_addrs: str = _setting(
         "",
         "BATCHGATE_INGEST_ADDRS",
-        "Comma-separated host:port of ingest replicas (Envoy's cluster). Empty: `127.0.0.1:<ingest_port>`.",
+        "Comma-separated host:port of ingest replicas (Envoy's cluster; the scheduler's recurring-batch "
+        "runs). Empty: `127.0.0.1:<ingest_port>`.",
     )
     scheduler_addrs: str = _setting(
         "",
@@ -152,6 +147,23 @@ class Settings:
     max_inline_bytes: int = _setting(
         32 * MIB, "BATCHGATE_MAX_INLINE_BYTES", "Largest POST /v1/batches body with inline `requests`."
     )
+    message_batch_max_requests: int = _setting(
+        100_000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_REQUESTS",
+        "Most requests in one Anthropic Message Batch (Anthropic's own limit by default).",
+    )
+    message_batch_max_bytes: int = _setting(
+        256 * 1000 * 1000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_BYTES",
+        "Largest POST /v1/messages/batches body (Anthropic's 256 MB by default; bodies past "
+        "`grpc_max_message_bytes` are refused with 413 too, so raise both together).",
+    )
+    message_batch_window: str = _setting(
+        "24h",
+        "BATCHGATE_MESSAGE_BATCH_WINDOW",
+        "How long a Message Batch may run before its unfinished requests expire (Anthropic's 24 h "
+        "by default; units s, m, h, d).",
+    )
     max_record_bytes: int = _setting(
         10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
     )
@@ -222,10 +234,7 @@ class Settings:
     )
     # --- provider-native batches (scheduler) -----------------------------------------------
     native_poll_interval_s: float = _setting(
-        30.0,
-        "BATCHGATE_NATIVE_POLL_INTERVAL_S",
-        "First wait between two status polls of one provider batch; each wait doubles after a "
-        "poll that saw no progress (and after a provider error).",
+        30.0, "BATCHGATE_NATIVE_POLL_INTERVAL_S", "First poll wait of a provider batch; doubles while idle."
     )
     native_poll_max_interval_s: float = _setting(
         600.0, "BATCHGATE_NATIVE_POLL_MAX_INTERVAL_S", "Longest wait between two polls of a provider batch."
@@ -262,6 +271,12 @@ class Settings:
         "Comma-separated CIDRs that webhook URLs may resolve to although they are loopback, "
         "private, link-local or reserved (e.g. `10.0.0.0/8`). Empty: only public addresses.",
     )
+    tool_allowed_networks: str = _setting(
+        "",
+        "BATCHGATE_TOOL_ALLOWED_NETWORKS",
+        "The same for the tool servers of tool-calling records (`batchgate.tool_config.url`). "
+        "Empty: whatever `webhook_allowed_networks` allows; `none`: only public addresses.",
+    )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
         5.0,
@@ -275,6 +290,12 @@ class Settings:
         "Test hook: comma-separated crash points (services/common/faults.py) at which the "
         "process exits abruptly (`fail:<point>`: fails once there as a lost connection). Never set "
         "in production.",
+    )
+    template_clock_file: str = _setting(
+        "",
+        "BATCHGATE_TEMPLATE_CLOCK_FILE",
+        "Test hook: a file holding unix seconds that recurring-batch scheduling reads as the "
+        "current time (services/common/cron.py). Empty: the system clock. Never set in production.",
     )
     # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
@@ -350,6 +371,16 @@ class Settings:
         )
 
     @property
+    def tool_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Where tool servers may be; by default where webhooks may go."""
+        raw = self.tool_allowed_networks.strip()
+        if not raw:
+            return self.webhook_allowed_network_list
+        if raw.lower() == "none":
+            return ()
+        return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
+
+    @property
     def base_url(self) -> str:
         return self.public_base_url or f"http://{self.host}:{self.port}"
 
@@ -358,20 +389,6 @@ class Settings:
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)
-
-    def batch_provider(self, model: str | None) -> ProviderConfig | None:
-        """The provider whose batch API a batch of `model` can be passed through to, or None."""
-        config = self.model(model) if model else None
-        provider = self.provider(config.provider) if config else None
-        return provider if provider is not None and provider.batch_api else None
-
-    def default_execution(self, model: str | None) -> str:
-        """How a batch of `model` runs when it does not say: the model's, else its provider's."""
-        config = self.model(model) if model else None
-        provider = self.provider(config.provider) if config else None
-        if config is None or provider is None:
-            return EXECUTE
-        return config.batch_mode or provider.batch_mode
 
     @property
     def uses_simulator(self) -> bool:

@@ -86,12 +86,13 @@ def load_settings(
 def _check_limits(settings: Settings) -> None:
     if not 1 <= settings.max_custom_id_length <= MAX_CUSTOM_ID_COLUMN:
         raise ValueError(f"max_custom_id_length must be between 1 and {MAX_CUSTOM_ID_COLUMN}")
-    for window in settings.completion_window_list:
+    windows = [("completion_windows", w) for w in settings.completion_window_list]
+    for name, window in [*windows, ("message_batch_window", settings.message_batch_window)]:
         try:
             parse_window(window)
         except ValueError:
             raise ValueError(
-                f"completion_windows: {window!r} is not <number><unit> with a unit of s, m, h or d"
+                f"{name}: {window!r} is not <number><unit> with a unit of s, m, h or d"
             ) from None
 
 
@@ -109,3 +110,7 @@ def _check_values(settings: Settings) -> None:
         _ = settings.webhook_allowed_network_list
     except ValueError as exc:
         raise ValueError(f"webhook_allowed_networks: {exc}") from None
+    try:
+        _ = settings.tool_allowed_network_list
+    except ValueError as exc:
+        raise ValueError(f"tool_allowed_networks: {exc}") from None

@@ -10,10 +10,12 @@ import orjson
 
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.catalogue import BATCH_MODES, EXECUTE, NATIVE, SUPPORTED_ENDPOINTS
+from batchgate.services.common.batch_modes import batch_provider, default_execution
+from batchgate.services.common.catalogue import BATCH_MODES, EXECUTE, NATIVE
 from batchgate.services.common.config import Settings, parse_window
 from batchgate.services.common.db import AnyRow
 from batchgate.services.common.states import FilePurpose
+from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.v1 import batches_pb2
 
 MIN_OUTPUT_EXPIRY_S = 3600
@@ -34,17 +36,18 @@ class CreateOptions:
     window_s: int
 
 
-def check_request(settings: Settings, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
-    """The request's own fields (400 on the first bad one)."""
-    if request.endpoint not in SUPPORTED_ENDPOINTS:
+def check_request(shape: BatchShape, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
+    """The request's own fields (400 on the first bad one); `shape` says which endpoints and
+    windows its API accepts."""
+    if request.endpoint not in shape.endpoints:
         raise errors.invalid(
-            f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(SUPPORTED_ENDPOINTS)}.",
+            f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(shape.endpoints)}.",
             "invalid_endpoint",
             "endpoint",
         )
-    if request.completion_window not in settings.completion_window_list:
+    if request.completion_window not in shape.windows:
         raise errors.invalid(
-            f"'completion_window' must be one of {list(settings.completion_window_list)}.",
+            f"'completion_window' must be one of {list(shape.windows)}.",
             "invalid_completion_window",
             "completion_window",
         )
@@ -161,14 +164,28 @@ class Execution:
     discount: float
 
 
-def batch_execution(settings: Settings, requested: str, model: str | None, discount: float) -> Execution:
+def batch_execution(
+    settings: Settings, requested: str, model: str | None, discount: float, *, message_batch: bool = False
+) -> Execution:
     """The execution a batch of `model` gets: the request's, else the model's configured one;
     400 `native_unsupported` when native is asked of a model whose provider has no batch API
-    (or of a batch mixing models). `discount` is the tier's, kept for executed batches."""
-    mode = requested or settings.default_execution(model)
+    (or of a batch mixing models). `discount` is the tier's, kept for executed batches.
+
+    A Message Batch (Anthropic-shaped items) always runs on our executors, whatever the model's
+    `batch_mode`: the pass-through submits OpenAI-shaped records only, so asking one to run
+    natively is 400 `native_unsupported`."""
+    if message_batch:
+        if requested == NATIVE:
+            raise errors.invalid(
+                "Message Batches run on batchgate's executors; native execution is not supported.",
+                "native_unsupported",
+                "execution",
+            )
+        return Execution(EXECUTE, discount)
+    mode = requested or default_execution(settings, model)
     if mode == EXECUTE:
         return Execution(EXECUTE, discount)
-    provider = settings.batch_provider(model)
+    provider = batch_provider(settings, model)
     if provider is None:
         raise errors.invalid(
             f"Model {model!r} has no provider batch API configured; use execution 'execute'."

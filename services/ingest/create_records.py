@@ -12,12 +12,14 @@ import orjson
 
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
-from batchgate.services.ingest.validation import Accepted, RecordChecker
+from batchgate.services.ingest.simple_form import bare_record, is_bare
+from batchgate.services.ingest.tool_url_gate import ToolUrlGate
+from batchgate.services.ingest.validation import Accepted
 from batchgate.v1 import batches_pb2
 
 ERROR_PREVIEW_BYTES = 5000
@@ -65,57 +67,90 @@ class Checked:
     model: str | None
 
 
-def inline_line(index: int, request: Any, endpoint: str) -> bytes:
-    """One inline request as an input-file line; `{custom_id?, body}` is the short form."""
-    if isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
+def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> bytes:
+    """One inline request as an input-file line; `{custom_id?, body}` is the short form, and
+    with a batch-level `model` a bare request body is one too (`simple_form`)."""
+    if model and is_bare(request):
+        request = bare_record(index, request, endpoint, model)
+    elif isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
+        body = request["body"]
+        if model and isinstance(body, dict):
+            body = {"model": model, **body}
         request = {
             "custom_id": request.get("custom_id") or f"row-{index + 1}",
             "method": "POST",
             "url": endpoint,
-            "body": request["body"],
+            "body": body,
         }
     return one_line(orjson.dumps(request))
 
 
+def inline_too_large(max_bytes: int) -> errors.ApiError:
+    """413 for inline requests over `max_bytes` of JSONL."""
+    return errors.ApiError(
+        413,
+        f"Inline requests exceed {max_bytes} bytes, the limit per request; upload them as a file instead.",
+        "input_too_large",
+        "requests",
+    )
+
+
 async def store_inline(
-    db: Database, settings: Settings, owner: str, requests: list[Any], endpoint: str
+    db: Database,
+    shape: BatchShape,
+    owner: str,
+    requests: list[Any],
+    endpoint: str,
+    model: str = "",
+    max_bytes: int | None = None,
 ) -> BlobWriter:
-    """The inline requests as an input-file blob, stored but not yet published."""
+    """The inline requests as an input-file blob (each line as `shape` stores it, or with the
+    batch-level `model` as `inline_line` spells the simple form out), at most `max_bytes`
+    (default: the shape's limit), stored but not yet published."""
+    limit = max_bytes or shape.max_inline_bytes
     writer = BlobWriter(db, owner)
     for index, value in enumerate(requests):
-        await writer.write(inline_line(index, value, endpoint) + b"\n")
-        if writer.size > settings.max_inline_bytes:
-            raise errors.ApiError(
-                413,
-                f"Inline requests exceed {settings.max_inline_bytes} bytes, the limit per "
-                "request; upload them as a file instead.",
-                "input_too_large",
-                "requests",
-            )
+        line = (
+            inline_line(index, value, endpoint, model) if model else shape.inline_line(index, value, endpoint)
+        )
+        await writer.write(line + b"\n")
+        if writer.size > limit:
+            raise inline_too_large(limit)
     await writer.flush()
     return writer
 
 
 async def check_records(
-    db: Database, settings: Settings, batch: str, endpoint: str, blob: str, rejections: Rejections, param: str
+    db: Database,
+    shape: BatchShape,
+    batch: str,
+    endpoint: str,
+    blob: str,
+    rejections: Rejections,
+    param: str,
+    model: str = "",
 ) -> Checked:
-    """Stream the input once: check each record, insert its item, collect rejections."""
-    checker = RecordChecker(settings, endpoint)
+    """Stream the input once: check each record (as `shape` checks its API's records), insert its
+    item, collect rejections; with a batch-level `model`, every record must use it."""
+    checker = shape.checker(endpoint)
+    if model:
+        checker.model = model
+    tool_urls = ToolUrlGate(shape.settings)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
     accepted = 0
     try:
-        async for line_number, raw in _numbered(read_lines(db, blob)):
+        async for line_number, raw in numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
-            if index >= settings.max_batch_records:
+            if index >= shape.max_records:
                 raise errors.invalid(
-                    f"The input has more than {settings.max_batch_records} records, the limit per batch.",
+                    f"The input has more than {shape.max_records} records, the limit per batch.",
                     "input_too_large",
                     param,
                 )
-            outcome = checker.check(raw)
+            outcome = await tool_urls.admit(checker.check(raw))
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(
@@ -159,7 +194,7 @@ def error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
     return preview
 
 
-async def _numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
+async def numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
     """(line number from 1, line); a UTF-8 byte order mark opening the input is dropped."""
     number = 0
     async for line in lines:

@@ -34,6 +34,7 @@ import aiohttp
 import orjson
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2
+from batchgate.services.common.batch_modes import batch_provider
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Database, native_batches, queue
 from batchgate.services.common.faults import crash_point
@@ -187,7 +188,7 @@ class NativeBatches:
         async with self._db.read() as conn:
             batches = await native_batches.unplanned(conn)
         for batch in batches:
-            provider = self._settings.batch_provider(batch.model)
+            provider = batch_provider(self._settings, batch.model)
             if provider is None:
                 log.error("batch %s: model %r has no batch API configured any more", batch.id, batch.model)
                 continue

@@ -111,6 +111,13 @@ async def revoke_key(conn: AsyncConnection, key_id: str) -> bool:
     return result.rowcount == 1
 
 
+async def key_revoked(conn: AsyncConnection, key_id: str) -> bool:
+    """ingest (a recurring template's run, made as the key that created it): whether the key
+    `key_id` was revoked."""
+    revoked_at = (await conn.execute(select(api_keys.c.revoked_at).where(api_keys.c.id == key_id))).scalar()
+    return revoked_at is not None
+
+
 async def key_exists(conn: AsyncConnection, key_id: str) -> bool:
     """operator: whether the key `key_id` exists (revoked or not)."""
     return (await conn.execute(select(api_keys.c.id).where(api_keys.c.id == key_id))).first() is not None
