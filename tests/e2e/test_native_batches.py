@@ -15,9 +15,10 @@ import openai
 import pytest
 import yaml
 
-from batchgate.services.common.db.schema import native_batches
+from batchgate.services.common.db.schema import batches, native_batches
 from batchgate.services.common.faults import CRASH_EXIT_CODE
 from tests.execution_support import FAST_RETRY
+from tests.message_batch_support import params, sdk, wait_ended
 from tests.reliability.test_finalize_crash import restart_core, wait_for_exit
 from tests.support import (
     RunningStack,
@@ -334,3 +335,88 @@ def test_progress_moves_while_the_provider_runs_the_batch(stack: RunningStack) -
     done = wait_for_batch(client, batch.id)
     assert done.status == "completed" and done.request_counts.completed == 3
     assert done.request_counts.failed == 0
+
+
+def test_a_dry_run_of_a_native_batch_checks_and_estimates_at_the_batch_price_storing_nothing(
+    stack: RunningStack, provider: RunningStack
+) -> None:
+    client = stack.client()
+    file_id = upload(client, records(3, "native-dry")).id
+    before = len(provider_batches(provider)), len(db_rows(stack.database_url, native_batches.select()))
+    headers = {"Authorization": f"Bearer {stack.key}"}
+    body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    dry = httpx.post(f"{stack.base_url}/batches", json={**body, "dry_run": True}, headers=headers, timeout=30)
+    assert dry.status_code == 200, dry.text
+    answer = dry.json()
+    assert answer["dry_run"] is True and answer["execution"] == "native"
+    estimate = answer["estimate"]
+    assert estimate["input_tokens"] > 0
+    assert estimate["cost_min"] == pytest.approx(
+        estimate["input_tokens"] * PRICE["input_per_mtok"] / 1e6 * (1 - NATIVE_DISCOUNT)
+    )
+    executed = httpx.post(
+        f"{stack.base_url}/batches",
+        json={**body, "dry_run": True, "execution": "execute"},
+        headers=headers,
+        timeout=30,
+    ).json()
+    assert executed["execution"] == "execute"
+    # executed: the tier's discount (0 in this stack), so twice the native estimate
+    assert executed["estimate"]["cost_min"] == pytest.approx(estimate["cost_min"] / (1 - NATIVE_DISCOUNT))
+
+    refused = httpx.post(
+        f"{stack.base_url}/batches",
+        json={
+            **body,
+            "input_file_id": upload(client, records(1, "native-dry-no", model="gpt-4o-mini")).id,
+            "dry_run": True,
+            "execution": "native",
+        },
+        headers=headers,
+        timeout=30,
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "native_unsupported"
+    # nothing stored, nothing sent to the provider
+    assert not [b for b in client.batches.list(limit=100) if b.input_file_id == file_id]
+    after = len(provider_batches(provider)), len(db_rows(stack.database_url, native_batches.select()))
+    assert after == before
+
+
+def test_a_retry_of_a_native_batch_is_native_unless_pointed_at_another_model(stack: RunningStack) -> None:
+    client = stack.client()
+    source = client.batches.create(
+        input_file_id=upload(client, records(2, "native-retry", model="native-broken")).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    assert wait_for_batch(client, source.id).status == "failed"
+    headers = {"Authorization": f"Bearer {stack.key}"}
+    again = httpx.post(f"{stack.base_url}/batches/{source.id}/retry", json={}, headers=headers, timeout=60)
+    assert again.status_code == 200, again.text
+    assert again.json()["execution"] == "native" and again.json()["retry_of"] == source.id
+    assert wait_for_batch(client, again.json()["id"]).status == "failed"  # refused by the provider again
+    assert len(parts_of(stack, again.json()["id"])) == 1  # went through the provider's batch API
+
+    elsewhere = httpx.post(
+        f"{stack.base_url}/batches/{source.id}/retry",
+        json={"model": "gpt-4o-mini"},
+        headers=headers,
+        timeout=60,
+    )
+    assert elsewhere.status_code == 200, elsewhere.text
+    assert elsewhere.json()["execution"] == "execute"
+    done = wait_for_batch(client, elsewhere.json()["id"])
+    assert done.status == "completed" and done.request_counts.completed == 2
+    assert parts_of(stack, done.id) == []
+
+
+def test_a_message_batch_of_a_native_model_runs_on_our_executors(stack: RunningStack) -> None:
+    anthropic_client = sdk(stack)
+    batch = anthropic_client.messages.batches.create(
+        requests=[{"custom_id": "mb-native", "params": params("native-mini", "a message batch item")}]
+    )
+    done = wait_ended(anthropic_client, batch.id)
+    # called request by request (the provider stack answers no synchronous chat call: errored)
+    assert done.request_counts.succeeded + done.request_counts.errored == 1
+    (row,) = db_rows(stack.database_url, batches.select().where(batches.c.id == batch.id))
+    assert row.execution == "execute" and parts_of(stack, batch.id) == []

@@ -370,3 +370,24 @@ def test_the_cli_drives_templates(clocked: tuple[RunningStack, Clock], tmp_path:
     assert shown.returncode == 0 and "5 4 * * * (Europe/Paris)" in shown.stdout
     assert run_cli("templates", "delete", tid, env=env).returncode == 0
     assert run_cli("templates", "get", tid, env=env).returncode == 3
+
+
+def test_a_template_keeps_execution_for_its_runs(clocked: tuple[RunningStack, Clock]) -> None:
+    """`execution` is part of the stored create request: an unknown value is refused at once; a
+    run of a template asking `native` of a model without a batch API is refused as that create
+    would be, recorded on the template, and makes no batch."""
+    stack, clock = clocked
+    client = new_project(stack)
+    file_id = upload(client, chat_records(1, prefix="tpl-native")).id
+    with pytest.raises(openai.BadRequestError) as bad:
+        schedule(client, file_id, "45 * * * *", execution="sometimes")
+    assert bad.value.code == "invalid_execution"
+    created = schedule(client, file_id, "45 * * * *", execution="native")
+    clock.set(created["next_run_at"])
+    shown = eventually(lambda: (t := template(client, created["id"]))["last_run_at"] and t)
+    assert shown["last_error"]["code"] == "native_unsupported", shown
+    assert runs(client, created["id"]) == [] and client.batches.list().data == []
+    executed = schedule(client, file_id, "50 * * * *", execution="execute")
+    clock.set(executed["next_run_at"])
+    (run,) = wait_for_runs(client, executed["id"], 1)
+    assert run.to_dict()["execution"] == "execute"
