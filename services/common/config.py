@@ -246,6 +246,12 @@ class Settings:
         "Comma-separated CIDRs that webhook URLs may resolve to although they are loopback, "
         "private, link-local or reserved (e.g. `10.0.0.0/8`). Empty: only public addresses.",
     )
+    tool_allowed_networks: str = _setting(
+        "",
+        "BATCHGATE_TOOL_ALLOWED_NETWORKS",
+        "The same for the tool servers of tool-calling records (`batchgate.tool_config.url`). "
+        "Empty: whatever `webhook_allowed_networks` allows; `none`: only public addresses.",
+    )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
         5.0,
@@ -332,6 +338,16 @@ class Settings:
             for n in self.webhook_allowed_networks.split(",")
             if n.strip()
         )
+
+    @property
+    def tool_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Where tool servers may be; by default where webhooks may go."""
+        raw = self.tool_allowed_networks.strip()
+        if not raw:
+            return self.webhook_allowed_network_list
+        if raw.lower() == "none":
+            return ()
+        return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
 
     @property
     def base_url(self) -> str:

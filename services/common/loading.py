@@ -109,3 +109,7 @@ def _check_values(settings: Settings) -> None:
         _ = settings.webhook_allowed_network_list
     except ValueError as exc:
         raise ValueError(f"webhook_allowed_networks: {exc}") from None
+    try:
+        _ = settings.tool_allowed_network_list
+    except ValueError as exc:
+        raise ValueError(f"tool_allowed_networks: {exc}") from None

@@ -17,6 +17,7 @@ from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
+from batchgate.services.ingest.tool_url_gate import ToolUrlGate
 from batchgate.services.ingest.validation import Accepted, RecordChecker
 from batchgate.v1 import batches_pb2
 
@@ -101,6 +102,7 @@ async def check_records(
 ) -> Checked:
     """Stream the input once: check each record, insert its item, collect rejections."""
     checker = RecordChecker(settings, endpoint)
+    tool_urls = ToolUrlGate(settings)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
@@ -115,7 +117,7 @@ async def check_records(
                     "input_too_large",
                     param,
                 )
-            outcome = checker.check(raw)
+            outcome = await tool_urls.admit(checker.check(raw))
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(
