@@ -1,4 +1,5 @@
-"""Token usage from an OpenAI-shaped answer (chat/completions/embeddings or responses)."""
+"""Token usage from an OpenAI-shaped answer (chat/completions/embeddings or responses), and
+the sums of several answers' usage (tool loops, workflows)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,22 @@ def estimate_tokens(body: Any) -> int:
     text = sum(_text_chars(body.get(k)) for k in ("messages", "input", "prompt", "instructions", "tools"))
     most = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
     return text // CHARS_PER_TOKEN + 1 + (most if isinstance(most, int) and most > 0 else 0)
+
+
+def add_usage(total: recorder_pb2.TokenUsage, usage: recorder_pb2.TokenUsage) -> None:
+    """Adds `usage` into `total`."""
+    total.prompt_tokens += usage.prompt_tokens
+    total.completion_tokens += usage.completion_tokens
+    total.cached_tokens += usage.cached_tokens
+    total.reasoning_tokens += usage.reasoning_tokens
+
+
+def usage_json(usage: recorder_pb2.TokenUsage) -> dict[str, Any]:
+    """A summed usage as a chat answer's `usage` object."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }

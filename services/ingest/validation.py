@@ -16,8 +16,11 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.errors import clip
-from batchgate.services.common.tool_config import InvalidToolConfig
+from batchgate.services.common.tool_config import CONFIG_KEY, InvalidToolConfig
+from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
+from batchgate.services.common.workflow_config import WORKFLOW_KEY, InvalidWorkflow
 from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_record
+from batchgate.services.ingest.workflow_records import check_workflow_record
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
@@ -30,7 +33,10 @@ class Accepted:
     body: bytes
     model: str
     tool_url: str | None = None
-    """The tool server of a tool-calling record, until `ToolUrlGate` has checked it."""
+    """The tool server of a tool-calling record (or a workflow's callback), until
+    `ToolUrlGate` has checked it."""
+    url_section: str = "tool_config"
+    """Whose URL `tool_url` is: `tool_config` or `workflow` (it names the rejection)."""
 
 
 @dataclass(frozen=True)
@@ -97,15 +103,15 @@ class RecordChecker:
         rejected = self._check_request(record, custom_id)
         if isinstance(rejected, Rejected):
             return rejected
-        body, model, tool_url = rejected
+        body, model, (section, url) = rejected
         self.seen_custom_ids.add(custom_id)
         if self.model is None:
             self.model = model
-        return Accepted(custom_id, body, model, tool_url)
+        return Accepted(custom_id, body, model, url, section)
 
     def _check_request(
         self, record: dict[str, Any], custom_id: str
-    ) -> Rejected | tuple[bytes, str, str | None]:
+    ) -> Rejected | tuple[bytes, str, tuple[str, str | None]]:
         method = record.get("method")
         if method != "POST":
             got = "missing" if method is None else f"{method!r}"
@@ -149,7 +155,7 @@ class RecordChecker:
         checked = self._check_options(body, custom_id)
         if isinstance(checked, Rejected):
             return checked
-        body, tool_url = checked
+        body, url_owner = checked
         encoded = orjson.dumps(body)
         if len(encoded) > self.settings.max_record_bytes:
             return self._reject(
@@ -157,18 +163,25 @@ class RecordChecker:
                 f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
                 custom_id,
             )
-        return encoded, model, tool_url
+        return encoded, model, url_owner
 
     def _check_options(
         self, body: dict[str, Any], custom_id: str
-    ) -> Rejected | tuple[dict[str, Any], str | None]:
-        """What batches do not run (streaming), and a tool_config: (the body to store, its
-        tool URL)."""
+    ) -> Rejected | tuple[dict[str, Any], tuple[str, str | None]]:
+        """What batches do not run (streaming), and a tool_config or a workflow: (the body to
+        store, (whose URL, the URL to check))."""
         if body.get("stream") is True:
             return self._reject(
                 "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
             )
         try:
-            return check_tool_record(body, self.endpoint, self.settings)
+            body, tool_url = check_tool_record(body, self.endpoint, self.settings)
         except InvalidToolConfig as exc:
             return self._reject(TOOL_CONFIG_CODE, str(exc), custom_id)
+        try:
+            body, callback_url = check_workflow_record(body, tool_url is not None, self.settings)
+        except InvalidWorkflow as exc:
+            return self._reject(INVALID_WORKFLOW_CODE, str(exc), custom_id)
+        if callback_url is not None:
+            return body, (WORKFLOW_KEY, callback_url)
+        return body, (CONFIG_KEY, tool_url)
