@@ -46,7 +46,8 @@ def map_reduce(step: int, results: list[dict[str, Any]], context: dict[str, Any]
     if step == 1:
         quoted = " | ".join(f"{r['id']}={_content(r)[:20]}" for r in results)
         return {"status": "continue", "requests": [_request("reduce", f"reduce: {quoted}", context)]}
-    return {"status": "completed", "output": {"summary": _content(results[0]), "maps": int(context.get("maps", 3))}}
+    output = {"summary": _content(results[0]), "maps": int(context.get("maps", 3))}
+    return {"status": "completed", "output": output}
 
 
 @dataclass
@@ -69,7 +70,9 @@ class WorkflowCallbackServer(HttpToolServer):
                 return 500, {"error": "first try"}
         if mode == "forever":
             per_step = int(context.get("per_step", 1))
-            requests = [_request(f"s{step + 1}-{n}", f"step {step + 1} #{n}", context) for n in range(per_step)]
+            requests = [
+                _request(f"s{step + 1}-{n}", f"step {step + 1} #{n}", context) for n in range(per_step)
+            ]
             return 200, {"status": "continue", "requests": requests}
         return 200, map_reduce(step, body["results"], context)
 

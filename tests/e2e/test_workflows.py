@@ -108,7 +108,8 @@ def test_bad_workflows_are_rejected_at_create_with_line_and_custom_id(world: dic
 
 def test_a_three_step_map_reduce_completes_with_its_output_and_summed_usage(world: dict[str, Any]) -> None:
     done = world["done"]
-    assert (done.status, done.request_counts.completed, done.request_counts.failed) == ("completed", 3, 8 + 5)  # 5 rejected at create
+    counts = done.request_counts
+    assert (done.status, counts.completed, counts.failed) == ("completed", 3, 8 + 5)  # 5 rejected at create
     output, _errors = _lines(world)
     for custom_id in ("map-reduce", "flaky"):
         line = output[custom_id]
