@@ -28,6 +28,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
 from services.common import auth, authz, errors, rest_input, telemetry, tls
+from services.common.access_policy import require_scope
 from services.common.config import Settings
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,9 @@ class _Wrapper(grpc.aio.ServerInterceptor):
                 _check_caller(method, context)
             if verifier is not None:
                 metadata = context.invocation_metadata() or ()
-                auth.current_principal.set(await verifier.verify(auth.key_from_metadata(metadata)))
+                caller = await verifier.verify(auth.key_from_metadata(metadata))
+                require_scope(method, caller.scopes)
+                auth.current_principal.set(caller)
 
         def with_query(request: Any, context: grpc.aio.ServicerContext) -> Any:
             """A REST call's query string (moved to metadata by Envoy) decoded into `request`.

@@ -13,10 +13,12 @@ import orjson
 from batchgate.v1 import batches_pb2
 from services.common import errors, telemetry
 from services.common import proto_values as pv
+from services.common.access_policy import Policy
 from services.common.config import Settings
 from services.common.db import Database
 from services.common.db.blobs import BlobWriter, read_lines
 from services.common.jsonl import dumps_line, one_line
+from services.ingest.budget_holds import HoldTally
 from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.validation import Accepted, RecordChecker
 
@@ -97,10 +99,22 @@ async def store_inline(
 
 
 async def check_records(
-    db: Database, settings: Settings, batch: str, endpoint: str, blob: str, rejections: Rejections, param: str
+    db: Database,
+    settings: Settings,
+    batch: str,
+    endpoint: str,
+    blob: str,
+    rejections: Rejections,
+    param: str,
+    *,
+    policy: Policy | None = None,
+    holds: HoldTally | None = None,
 ) -> Checked:
-    """Stream the input once: check each record, insert its item, collect rejections."""
-    checker = RecordChecker(settings, endpoint)
+    """Stream the input once: check each record (against the caller's `policy` too), insert
+    its item, collect rejections, add each accepted record's worst-case cost to `holds`."""
+    policy = policy or Policy()
+    checker = RecordChecker(settings, endpoint, allowed_models=policy.allowed_models)
+    max_records = min(settings.max_batch_records, policy.max_records or settings.max_batch_records)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
@@ -109,9 +123,10 @@ async def check_records(
         async for line_number, raw in _numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
-            if index >= settings.max_batch_records:
+            if index >= max_records:
                 raise errors.invalid(
-                    f"The input has more than {settings.max_batch_records} records, the limit per batch.",
+                    f"The input has more than {max_records} records, the limit per batch"
+                    + (" for this API key or project." if max_records < settings.max_batch_records else "."),
                     "input_too_large",
                     param,
                 )
@@ -124,6 +139,8 @@ async def check_records(
             await writer.add(item_row(batch, index, line_number, outcome, traceparent))
             if isinstance(outcome, Accepted):
                 accepted += 1
+                if holds is not None:
+                    holds.add(outcome.body, outcome.model)
             else:
                 await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
             index += 1

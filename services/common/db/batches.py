@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Row, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from services.common.db.dialect import json_object_has, lock_rows
@@ -130,6 +130,37 @@ async def stale_validating(conn: AsyncConnection, created_before: float) -> list
         batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < created_before
     )
     return list((await conn.execute(query)).scalars().all())
+
+
+async def open_counts(conn: AsyncConnection, project_id: str, key_id: str) -> tuple[int, int]:
+    """ingest: how many published batches have not ended, of the project and of the key."""
+    query = select(
+        func.count(),
+        func.coalesce(func.sum(case((batches.c.api_key_id == key_id, 1), else_=0)), 0),
+    ).where(
+        batches.c.project_id == project_id,
+        batches.c.status.in_([s for s in BATCH_OPEN if s != BatchStatus.VALIDATING]),
+    )
+    row = (await conn.execute(query)).one()
+    return int(row[0]), int(row[1])
+
+
+async def committed_spend(conn: AsyncConnection, project_id: str, key_id: str) -> tuple[float, float]:
+    """ingest: (key's, project's) spend counting holds: an open batch counts as the larger of
+    its hold and its cost so far, an ended one as its cost."""
+    committed = case(
+        (
+            batches.c.status.in_(BATCH_OPEN) & (batches.c.hold_usd > batches.c.cost_usd),
+            batches.c.hold_usd,
+        ),
+        else_=batches.c.cost_usd,
+    )
+    query = select(
+        func.coalesce(func.sum(case((batches.c.api_key_id == key_id, committed), else_=0.0)), 0.0),
+        func.coalesce(func.sum(committed), 0.0),
+    ).where(batches.c.project_id == project_id)
+    row = (await conn.execute(query)).one()
+    return float(row[0]), float(row[1])
 
 
 # --- scheduler ----------------------------------------------------------------------------------
