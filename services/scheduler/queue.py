@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.common.db import Database, queue
+from services.common.db import Database, batches, projects, queue
 from services.common.db.dialect import notify
 from services.common.db.queue import Ref
 from services.common.states import BatchStatus, ItemErrorCode, ItemState
@@ -41,6 +41,10 @@ CLOSE_CODES = {
         "This request could not be executed before the completion window expired.",
     ),
 }
+REVOKED_CODE = (
+    ItemErrorCode.CREDENTIAL_REVOKED,
+    "This request was not executed because the API key that created the batch was revoked or expired.",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +83,8 @@ class Closing:
     batch_id: str
     end: BatchStatus
     hard: bool
+    revoked: bool = False
+    """Its key was revoked or expired: items close with `credential_revoked`."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +287,16 @@ class Queue:
             stopped.append(Stopped(batch_id, hard=not soft))
         return stopped
 
+    async def revoked_batches(self) -> list[str]:
+        """Running batches whose API key was revoked or has expired."""
+        async with self._db.read() as conn:
+            return await projects.running_batches_of_lapsed_keys(conn, time.time())
+
+    async def cancel_revoked(self, batch_id: str) -> bool:
+        """Ask a revoked key's batch to end `cancelled`; whether it was running."""
+        async with self._db.write() as conn:
+            return await batches.request_cancel(conn, batch_id)
+
     async def closing_batches(self) -> list[Closing]:
         """Batches with open items to close: cancelling ones, and running ones past their window."""
         now = time.time()
@@ -299,7 +315,7 @@ class Queue:
         """Close the batch's queued items (and, when `hard`, its leased ones) as cancelled or
         expired, count them as failed, and record how the batch ends. Returns (items closed,
         whether nothing is open any more)."""
-        code, message = CLOSE_CODES[closing.end]
+        code, message = REVOKED_CODE if closing.revoked else CLOSE_CODES[closing.end]
         async with self._db.write() as conn:
             return await queue.close_open(
                 self._db,
