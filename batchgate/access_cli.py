@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from batchgate.exit_codes import CommandError, ExitCode
+from batchgate.guardrails_cli import add_guardrail_parser, guardrail_config
 from batchgate.server_cli import _settings, _with_db
 from services.common.access_policy import ALL_SCOPES, Feature, Policy, Scope, parse_scopes, scopes_text
 from services.common.config import parse_window
@@ -272,7 +273,18 @@ def cmd_projects(args: argparse.Namespace) -> None:
         policy = await set_policy_of(db, await _project_or_exit(db, args.project))
         print(f"project {args.project}: {policy.describe()}")
 
+    async def set_guardrails(db: Database) -> None:
+        project = await _project_or_exit(db, args.project)
+        config = None if args.off else guardrail_config(args)
+        async with db.write() as conn:
+            policy = replace(
+                Policy.from_json(await projects.project_policy(conn, project)), guardrails=config
+            )
+            await projects.set_project_policy(conn, project, policy.to_json())
+        print(f"project {args.project}: {config.describe() if config else 'no guardrails'}")
+
     commands = {"create": create, "list": listing, "set-budget": set_budget, "set-policy": set_policy}
+    commands["set-guardrails"] = set_guardrails
     asyncio.run(_with_db(settings, commands[args.projects_command]))
 
 
@@ -328,4 +340,5 @@ def add_commands(sub: Any) -> None:
     project_policy.add_argument("project", help="project name or id")
     for parser in (project_create, project_policy):
         _policy_arguments(parser, project=True)
+    add_guardrail_parser(projects_sub)
     projects_parser.set_defaults(func=cmd_projects)

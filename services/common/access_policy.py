@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from services.common import errors
+from services.common.guardrail_config import GuardrailConfig
 
 
 class Scope(StrEnum):
@@ -106,6 +107,8 @@ class Policy:
     """False: `priority: "expedited"` is refused (409 `feature_disabled`)."""
     features: frozenset[Feature] = field(default_factory=frozenset)
     """Features turned on (project policies only)."""
+    guardrails: GuardrailConfig | None = None
+    """Filters on message text at create (project policies only; None: off)."""
 
     def narrowed_by(self, key: Policy) -> Policy:
         """This (project) policy as `key`'s policy narrows it."""
@@ -127,6 +130,7 @@ class Policy:
             "max_concurrent_batches": self.max_concurrent_batches,
             "expedited": self.expedited,
             "features": sorted(self.features) or None,
+            "guardrails": self.guardrails.as_json() if self.guardrails and self.guardrails.enabled else None,
         }
         stored = {k: v for k, v in stored.items() if v is not None}
         return orjson.dumps(stored).decode() if stored else None
@@ -143,6 +147,7 @@ class Policy:
             max_concurrent_batches=stored.get("max_concurrent_batches"),
             expedited=stored.get("expedited"),
             features=frozenset(Feature(f) for f in stored.get("features") or ()),
+            guardrails=GuardrailConfig.from_json(stored["guardrails"]) if stored.get("guardrails") else None,
         )
 
     def describe(self) -> str:
@@ -158,6 +163,8 @@ class Policy:
             parts.append("no-expedited")
         if self.features:
             parts.append("features=" + ",".join(sorted(self.features)))
+        if self.guardrails is not None and self.guardrails.enabled:
+            parts.append(self.guardrails.describe())
         return " ".join(parts) or "no limits"
 
 

@@ -54,6 +54,7 @@ from services.ingest.create_records import (
     error_preview,
     store_inline,
 )
+from services.ingest.guardrails import guardrails
 from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from services.ingest.lookup import visible_batch, visible_file
 from services.ingest.metrics import IngestMetrics
@@ -221,17 +222,19 @@ class BatchCreator:
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
         holds = HoldTally(self._settings, self._settings.batch_discount(options.tier))
-        checked = await check_records(
-            self._db,
-            self._settings,
-            draft.batch,
-            request.endpoint,
-            blob,
-            rejections,
-            param,
-            policy=draft.caller.policy,
-            holds=holds,
-        )
+        async with guardrails(draft.caller.project_policy.guardrails, self._settings) as guard:
+            checked = await check_records(
+                self._db,
+                self._settings,
+                draft.batch,
+                request.endpoint,
+                blob,
+                rejections,
+                param,
+                policy=draft.caller.policy,
+                holds=holds,
+                guard=guard,
+            )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)
         project = draft.caller.project_id

@@ -19,6 +19,7 @@ from services.common.db import Database
 from services.common.db.blobs import BlobWriter, read_lines
 from services.common.jsonl import dumps_line, one_line
 from services.ingest.budget_holds import HoldTally
+from services.ingest.guardrails import Guardrails
 from services.ingest.item_writer import ItemWriter, item_row
 from services.ingest.validation import Accepted, RecordChecker
 
@@ -109,9 +110,11 @@ async def check_records(
     *,
     policy: Policy | None = None,
     holds: HoldTally | None = None,
+    guard: Guardrails | None = None,
 ) -> Checked:
     """Stream the input once: check each record (against the caller's `policy` too), insert
-    its item, collect rejections, add each accepted record's worst-case cost to `holds`."""
+    its item, collect rejections, add each accepted record's worst-case cost to `holds`.
+    `guard`'s filters run on each record that passed the checks: what they leave is stored."""
     policy = policy or Policy()
     checker = RecordChecker(settings, endpoint, allowed_models=policy.allowed_models)
     max_records = min(settings.max_batch_records, policy.max_records or settings.max_batch_records)
@@ -131,6 +134,8 @@ async def check_records(
                     param,
                 )
             outcome = checker.check(raw)
+            if guard is not None and isinstance(outcome, Accepted):
+                outcome = await guard.screen(outcome)
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(
