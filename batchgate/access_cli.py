@@ -81,6 +81,16 @@ def _features(value: str) -> frozenset[Feature]:
         raise argparse.ArgumentTypeError(f"features: {', '.join(Feature)} (comma-separated)") from None
 
 
+def _days(value: str) -> float | None:
+    """A `--…-days` value: 0 or more, or `default` (the setting)."""
+    if value.lower() == "default":
+        return None
+    days = float(value)
+    if not days >= 0:
+        raise argparse.ArgumentTypeError("days are 0 or more, or 'default'")
+    return days
+
+
 def _yes_no(value: str) -> bool:
     if value.lower() not in ("yes", "no"):
         raise argparse.ArgumentTypeError("yes or no")
@@ -110,9 +120,24 @@ def _policy_arguments(parser: argparse.ArgumentParser, *, project: bool) -> None
         parser.add_argument(
             "--features", type=_features, default=unset, help=f"features turned on: {', '.join(Feature)}"
         )
+        for flag, what in (("retention", "data"), ("bookkeeping", "bookkeeping")):
+            parser.add_argument(
+                f"--{flag}-days",
+                dest=f"{flag}_days",
+                type=_days,
+                default=unset,
+                help=f"days a batch's {what} is kept after it ends; 0 keeps it; default: the setting",
+            )
 
 
-POLICY_FLAGS = ("allowed_models", "max_records", "max_concurrent_batches", "features")
+POLICY_FLAGS = (
+    "allowed_models",
+    "max_records",
+    "max_concurrent_batches",
+    "features",
+    "retention_days",
+    "bookkeeping_days",
+)
 
 
 def _apply(policy: Policy, args: argparse.Namespace) -> Policy:

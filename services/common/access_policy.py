@@ -109,6 +109,10 @@ class Policy:
     """Features turned on (project policies only)."""
     guardrails: GuardrailConfig | None = None
     """Filters on message text at create (project policies only; None: off)."""
+    retention_days: float | None = None
+    """Days a batch's data is kept after it ends (project only; None: the setting; 0: keep)."""
+    bookkeeping_days: float | None = None
+    """Days a purged batch's bookkeeping is kept after it ends (project only; None: the setting)."""
 
     def narrowed_by(self, key: Policy) -> Policy:
         """This (project) policy as `key`'s policy narrows it."""
@@ -131,6 +135,8 @@ class Policy:
             "expedited": self.expedited,
             "features": sorted(self.features) or None,
             "guardrails": self.guardrails.as_json() if self.guardrails and self.guardrails.enabled else None,
+            "retention_days": self.retention_days,
+            "bookkeeping_days": self.bookkeeping_days,
         }
         stored = {k: v for k, v in stored.items() if v is not None}
         return orjson.dumps(stored).decode() if stored else None
@@ -148,6 +154,8 @@ class Policy:
             expedited=stored.get("expedited"),
             features=frozenset(Feature(f) for f in stored.get("features") or ()),
             guardrails=GuardrailConfig.from_json(stored["guardrails"]) if stored.get("guardrails") else None,
+            retention_days=stored.get("retention_days"),
+            bookkeeping_days=stored.get("bookkeeping_days"),
         )
 
     def describe(self) -> str:
@@ -163,6 +171,10 @@ class Policy:
             parts.append("no-expedited")
         if self.features:
             parts.append("features=" + ",".join(sorted(self.features)))
+        if self.retention_days is not None:
+            parts.append(f"retention={self.retention_days:g}d")
+        if self.bookkeeping_days is not None:
+            parts.append(f"bookkeeping={self.bookkeeping_days:g}d")
         if self.guardrails is not None and self.guardrails.enabled:
             parts.append(self.guardrails.describe())
         return " ".join(parts) or "no limits"

@@ -1,7 +1,8 @@
 """The scheduler's periodic work, run by one replica at a time (the leader): rescue the items
 of executor sessions that lapsed, stop the batches of revoked or expired API keys, close the
-open items of cancelling and expired batches (telling executors of an expiry), and ask
-results to finalize batches that have nothing open any more.
+open items of cancelling and expired batches (telling executors of an expiry), ask results
+to finalize batches that have nothing open any more, and purge what is past its retention
+(`retention`).
 
 Every step is safe to run twice at once (conditional updates that re-check the row), so the
 leader lock is about not doing the work N times, not about correctness: a leader that lost
@@ -26,6 +27,7 @@ from services.common.states import BatchStatus
 from services.scheduler.closing_feed import ClosingFeed
 from services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
 from services.scheduler.queue import Closing, Queue, Stopped
+from services.scheduler.retention import Retention
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,11 @@ class Maintenance:
         finalize: Callable[[str], Awaitable[None]],
         feed: ClosingFeed,
         metrics: SchedulerMetrics | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self._queue = queue
         self._feed = feed
+        self._retention = retention
         self._metrics = metrics or SchedulerMetrics()
         self._depth_at = 0.0
         self._interval_s = interval_s
@@ -84,6 +88,8 @@ class Maintenance:
         await self.stop_revoked()
         for closing in await self._queue.closing_batches():
             await self.close_batch(closing)
+        if self._retention is not None:
+            await self._retention.due()
         if self._metrics.enabled and time.monotonic() - self._depth_at >= DEPTH_INTERVAL_S:
             self._depth_at = time.monotonic()
             self._metrics.set_depth(await self._queue.depth())

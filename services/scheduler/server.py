@@ -17,6 +17,7 @@ from services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.queue import Queue
+from services.scheduler.retention import Retention
 from services.scheduler.servicer import SchedulerServicer
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
@@ -38,7 +39,14 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     metrics = SchedulerMetrics(telemetry.meter("scheduler"))
     feed = ClosingFeed(db)
     maintenance = Maintenance(
-        db, queue, settings.maintenance_interval_s, signal.wake, finalize, feed, metrics
+        db,
+        queue,
+        settings.maintenance_interval_s,
+        signal.wake,
+        finalize,
+        feed,
+        metrics,
+        Retention(db, settings),
     )
     listeners = [Listener(db, WORK_CHANNEL, signal.wake), Listener(db, CLOSING_CHANNEL, feed.on_notify)]
 

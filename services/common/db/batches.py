@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.common.db.dialect import json_object_has, lock_rows
 from services.common.db.engine import Database
 from services.common.db.schema import batches
-from services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
+from services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TERMINAL, BATCH_TRANSITIONS, BatchStatus
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 
@@ -60,7 +60,7 @@ async def visible(
     conn: AsyncConnection, project_id: str, batch_id: str, *columns: ColumnElement[Any]
 ) -> Row[Any] | None:
     """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
-    unknown, another project's or still being created."""
+    unknown, another project's, still being created or purged by retention."""
     query = select(*columns) if columns else select(batches)
     return (
         await conn.execute(
@@ -68,6 +68,7 @@ async def visible(
                 batches.c.id == batch_id,
                 batches.c.project_id == project_id,
                 batches.c.status != BatchStatus.VALIDATING,
+                batches.c.purged_at.is_(None),
             )
         )
     ).first()
@@ -87,7 +88,9 @@ async def page(
     """ingest: up to `limit` of the project's visible batches, newest first, after the id
     `after`, filtered by status and by a metadata key (and value)."""
     query = select(batches).where(
-        batches.c.project_id == project_id, batches.c.status != BatchStatus.VALIDATING
+        batches.c.project_id == project_id,
+        batches.c.status != BatchStatus.VALIDATING,
+        batches.c.purged_at.is_(None),
     )
     if status:
         query = query.where(batches.c.status == status)
@@ -161,6 +164,56 @@ async def committed_spend(conn: AsyncConnection, project_id: str, key_id: str) -
     ).where(batches.c.project_id == project_id)
     row = (await conn.execute(query)).one()
     return float(row[0]), float(row[1])
+
+
+# --- scheduler: retention ----------------------------------------------------------------------
+
+
+def _ended_at() -> ColumnElement[Any]:
+    return func.coalesce(
+        batches.c.completed_at, batches.c.failed_at, batches.c.expired_at, batches.c.cancelled_at
+    )
+
+
+async def ended_unpurged(
+    conn: AsyncConnection, project_id: str, ended_before: float, limit: int
+) -> list[Row[Any]]:
+    """scheduler: (id, input_file_id) of up to `limit` of the project's batches that ended
+    before `ended_before` and still hold their data."""
+    query = select(batches.c.id, batches.c.input_file_id).where(
+        batches.c.project_id == project_id,
+        batches.c.status.in_(BATCH_TERMINAL),
+        batches.c.purged_at.is_(None),
+        _ended_at() < ended_before,
+    )
+    return list((await conn.execute(query.limit(limit))).all())
+
+
+async def input_still_read(conn: AsyncConnection, input_file_id: str, purging: str) -> bool:
+    """scheduler: whether a batch other than `purging` that still holds its data reads the file."""
+    query = select(batches.c.id).where(
+        batches.c.input_file_id == input_file_id, batches.c.id != purging, batches.c.purged_at.is_(None)
+    )
+    return (await conn.execute(query.limit(1))).first() is not None
+
+
+async def mark_purged(conn: AsyncConnection, batch_id: str, now: float) -> None:
+    """scheduler: the batch's data is gone; its row stays as bookkeeping (and answers 404),
+    naming the files it had."""
+    await conn.execute(update(batches).where(batches.c.id == batch_id).values(purged_at=now))
+
+
+async def purged_before(conn: AsyncConnection, project_id: str, ended_before: float, limit: int) -> list[str]:
+    """scheduler: ids of up to `limit` of the project's purged batches that ended before `ended_before`."""
+    query = select(batches.c.id).where(
+        batches.c.project_id == project_id, batches.c.purged_at.is_not(None), _ended_at() < ended_before
+    )
+    return list((await conn.execute(query.limit(limit))).scalars().all())
+
+
+async def delete_bookkeeping(conn: AsyncConnection, batch_id: str) -> None:
+    """scheduler: forget a purged batch altogether (its bookkeeping period is over)."""
+    await conn.execute(delete(batches).where(batches.c.id == batch_id, batches.c.purged_at.is_not(None)))
 
 
 # --- scheduler ----------------------------------------------------------------------------------

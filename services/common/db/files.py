@@ -64,6 +64,11 @@ async def get(conn: AsyncConnection, file_id: str) -> Row[Any]:
     return (await conn.execute(select(files).where(files.c.id == file_id))).one()
 
 
+async def get_or_none(conn: AsyncConnection, file_id: str) -> Row[Any] | None:
+    """the scheduler's retention: a file's row, if it still exists."""
+    return (await conn.execute(select(files).where(files.c.id == file_id))).first()
+
+
 async def visible(
     conn: AsyncConnection, project_id: str, file_id: str, lock_in: Database | None = None
 ) -> Row[Any] | None:
@@ -102,5 +107,5 @@ async def expired(conn: AsyncConnection, limit: int) -> list[Row[Any]]:
 
 
 async def of_batch(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
-    """bench, tests: the files a batch produced."""
+    """bench, tests, the scheduler's retention: the files a batch produced."""
     return list((await conn.execute(select(files).where(files.c.batch_id == batch_id))).all())

@@ -127,6 +127,8 @@ batches = Table(
     Column("traceparent", String(64), nullable=True),  # the create call's trace
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
+    # Set when retention purged its data: only this row (bookkeeping) and its usage events stay.
+    Column("purged_at", Float, nullable=True),
     Index("ix_batches_project_id", "project_id", "id"),
     Index("ix_batches_status", "status"),
 )
