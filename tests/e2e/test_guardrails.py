@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import orjson
 import pytest
@@ -125,6 +126,15 @@ def test_redaction_reaches_the_upstream_and_blocked_records_are_rejected_alone(
     ]
     done = wait_for_batch(stack.client("guarded"), batch.id)
     assert (done.status, done.request_counts.completed, done.request_counts.failed) == ("completed", 2, 3)
+    # GET /v1/usage counts the blocked records as rejections (they cost nothing).
+    answer = httpx.get(
+        f"{stack.base_url}/usage",
+        params={"batch_id": batch.id},
+        headers={"Authorization": f"Bearer {stack.keys['guarded']}"},
+        timeout=30,
+    )
+    [group] = answer.json()["data"]
+    assert (group["requests"], group["rejected_requests"]) == (2, 3)
     sent = [c.content for c in upstream.calls()]
     assert sorted(c for c in sent if c in (REDACTED, "guarded plain")) == ["guarded plain", REDACTED]
     assert not any("ada@" in c or "forbidden" in c.lower() or "violent" in c for c in sent)

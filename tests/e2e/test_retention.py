@@ -39,7 +39,11 @@ def usage(stack: RunningStack, project: str) -> dict[str, Any]:
     )
     assert answer.status_code == 200, answer.text
     groups = answer.json()["data"]
-    return {"requests": sum(g["requests"] for g in groups), "cost": sum(g["cost"]["amount"] for g in groups)}
+    return {
+        "requests": sum(g["requests"] for g in groups),
+        "rejected": sum(g["rejected_requests"] for g in groups),
+        "cost": sum(g["cost"]["amount"] for g in groups),
+    }
 
 
 def start(stack: RunningStack, project: str, *policy: str) -> str:
@@ -81,7 +85,11 @@ def test_ended_batches_are_purged_after_their_projects_retention(stack: RunningS
     # Bookkeeping stays: who, which batch, counts, cost; usage totals are those of the items.
     assert (row.total, row.completed_count, row.rejected_count) == (4, 3, 1)
     assert row.api_key_id and row.project_id and row.cost_usd > 0
-    assert usage(stack, "short") == {"requests": 3, "cost": pytest.approx(row.cost_usd, rel=1e-9)}
+    assert usage(stack, "short") == {
+        "requests": 3,
+        "rejected": 1,
+        "cost": pytest.approx(row.cost_usd, rel=1e-9),
+    }
     # The data is gone, and its ids answer 404.
     assert count(stack, "items", short) == 0 and count(stack, "webhook_deliveries", short) == 0
     client = stack.client("short")
@@ -111,7 +119,7 @@ def test_ended_batches_are_purged_after_their_projects_retention(stack: RunningS
     # Past its bookkeeping period the batch is forgotten altogether.
     wait_until("gone forgotten", lambda: batch_row(stack, gone) is None, 60)
     assert count(stack, "usage_events", gone) == 0
-    assert usage(stack, "gone") == {"requests": 0, "cost": 0}
+    assert usage(stack, "gone") == {"requests": 0, "rejected": 0, "cost": 0}
 
     # The default 30 days keep everything (the clock is only two days ahead).
     done = wait_for_batch(stack.client("kept"), kept)

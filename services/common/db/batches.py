@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from services.common.db.dialect import json_object_has, lock_rows
 from services.common.db.engine import Database
 from services.common.db.schema import batches
+from services.common.db.usage import UsageFilter
 from services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TERMINAL, BATCH_TRANSITIONS, BatchStatus
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
@@ -164,6 +165,37 @@ async def committed_spend(conn: AsyncConnection, project_id: str, key_id: str) -
     ).where(batches.c.project_id == project_id)
     row = (await conn.execute(query)).one()
     return float(row[0]), float(row[1])
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+async def rejections(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[Row[Any]]:
+    """results: records rejected at create, summed per usage group (`group_by` of batch_id,
+    model, api_key_id; column `rejected`) over the project's batches created in the time range.
+    Purged batches count: their bookkeeping stays."""
+    columns = {"batch_id": batches.c.id, "model": batches.c.model, "api_key_id": batches.c.api_key_id}
+    conditions = [
+        batches.c.project_id == where.project_id,
+        batches.c.status != BatchStatus.VALIDATING,
+        batches.c.rejected_count > 0,
+    ]
+    if where.start_time:
+        conditions.append(batches.c.created_at >= where.start_time)
+    if where.end_time:
+        conditions.append(batches.c.created_at < where.end_time)
+    for name, value in (
+        ("batch_id", where.batch_id),
+        ("model", where.model),
+        ("api_key_id", where.api_key_id),
+    ):
+        if value:
+            conditions.append(columns[name] == value)
+    keys = [columns[k].label(k) for k in group_by]
+    query = select(*keys, func.sum(batches.c.rejected_count).label("rejected")).where(*conditions)
+    if keys:
+        query = query.group_by(*keys)
+    return list((await conn.execute(query)).all())
 
 
 # --- scheduler: retention ----------------------------------------------------------------------
