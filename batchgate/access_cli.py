@@ -26,14 +26,19 @@ if TYPE_CHECKING:
     from services.common.db import Database, Row
 
 
+def _amount(value: str, unset: str, what: str) -> float | None:
+    """A number of 0 or more, or the word `unset` (None)."""
+    if value.lower() == unset:
+        return None
+    amount = float(value)
+    if not amount >= 0:
+        raise argparse.ArgumentTypeError(f"{what} 0 or more, or '{unset}'")
+    return amount
+
+
 def _budget(value: str) -> float | None:
     """A `--budget` value: USD (0 or more), or `none` for no cap."""
-    if value.lower() == "none":
-        return None
-    budget = float(value)
-    if not budget >= 0:
-        raise argparse.ArgumentTypeError("a budget is a USD amount of 0 or more, or 'none'")
-    return budget
+    return _amount(value, "none", "a budget is a USD amount of")
 
 
 def _show_budget(budget: float | None) -> str:
@@ -83,12 +88,7 @@ def _features(value: str) -> frozenset[Feature]:
 
 def _days(value: str) -> float | None:
     """A `--…-days` value: 0 or more, or `default` (the setting)."""
-    if value.lower() == "default":
-        return None
-    days = float(value)
-    if not days >= 0:
-        raise argparse.ArgumentTypeError("days are 0 or more, or 'default'")
-    return days
+    return _amount(value, "default", "days are")
 
 
 def _yes_no(value: str) -> bool:

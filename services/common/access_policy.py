@@ -39,7 +39,8 @@ class Feature(StrEnum):
     WORKFLOWS = "workflows"
 
 
-# The scope each public method needs; a public method missing here needs none (models, health).
+# The scope each public method needs. A public method in neither this table nor
+# `UNSCOPED_METHODS` is refused to every key (closed by default; a unit test names it).
 METHOD_SCOPES: dict[str, Scope] = {
     "/batchgate.v1.BatchService/CreateBatch": Scope.BATCHES_WRITE,
     "/batchgate.v1.BatchService/CancelBatch": Scope.BATCHES_WRITE,
@@ -56,6 +57,10 @@ METHOD_SCOPES: dict[str, Scope] = {
     "/batchgate.v1.FilesService/GetFile": Scope.FILES_READ,
     "/batchgate.v1.FilesService/GetFileContent": Scope.FILES_READ,
 }
+
+
+UNSCOPED_METHODS = frozenset({"/batchgate.v1.ModelsService/ListModels"})
+"""Public methods any valid key may call."""
 
 
 def parse_scopes(text: str | None) -> frozenset[Scope]:
@@ -79,8 +84,12 @@ def scopes_text(scopes: frozenset[Scope]) -> str:
 
 def require_scope(method: str, scopes: frozenset[Scope]) -> None:
     """403 `insufficient_scope` when `method` needs a scope the key lacks."""
+    if method in UNSCOPED_METHODS:
+        return
     needed = METHOD_SCOPES.get(method)
-    if needed is not None and needed not in scopes:
+    if needed is None:
+        raise errors.ApiError(403, "No API key may call this method.", "insufficient_scope")
+    if needed not in scopes:
         raise errors.ApiError(
             403,
             f"This API key lacks the scope '{needed}' this request needs; "
