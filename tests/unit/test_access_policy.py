@@ -14,6 +14,7 @@ from services.common.access_policy import (
     Policy,
     Scope,
     parse_scopes,
+    require_feature,
     require_scope,
 )
 from services.common.guardrail_config import GuardrailConfig, PiiKind
@@ -74,3 +75,10 @@ def test_policies_round_trip_through_storage() -> None:
     )
     assert Policy.from_json(policy.to_json()) == policy
     assert Policy().to_json() is None and Policy.from_json(None) == Policy()
+
+
+def test_features_are_off_until_a_project_turns_them_on() -> None:
+    with pytest.raises(errors.ApiError) as caught:
+        require_feature(Policy(), Feature.WORKFLOWS)
+    assert (caught.value.status, caught.value.code) == (409, "feature_disabled")
+    require_feature(Policy(features=frozenset({Feature.WORKFLOWS})), Feature.WORKFLOWS)
