@@ -91,6 +91,14 @@ def _days(value: str) -> float | None:
     return _amount(value, "default", "days are")
 
 
+def _fraction(value: str) -> float | None:
+    """A `--rate-share` value: above 0 and at most 1, or `none`."""
+    share = _amount(value, "none", "a share is")
+    if share is not None and not 0 < share <= 1:
+        raise argparse.ArgumentTypeError("a share is above 0 and at most 1, or 'none'")
+    return share
+
+
 def _yes_no(value: str) -> bool:
     if value.lower() not in ("yes", "no"):
         raise argparse.ArgumentTypeError("yes or no")
@@ -120,6 +128,13 @@ def _policy_arguments(parser: argparse.ArgumentParser, *, project: bool) -> None
         parser.add_argument(
             "--features", type=_features, default=unset, help=f"features turned on: {', '.join(Feature)}"
         )
+        parser.add_argument(
+            "--rate-share",
+            dest="rate_share",
+            type=_fraction,
+            default=unset,
+            help="share (0-1) of each provider's requests per minute, or none",
+        )
         for flag, what in (("retention", "data"), ("bookkeeping", "bookkeeping")):
             parser.add_argument(
                 f"--{flag}-days",
@@ -135,6 +150,7 @@ POLICY_FLAGS = (
     "max_records",
     "max_concurrent_batches",
     "features",
+    "rate_share",
     "retention_days",
     "bookkeeping_days",
 )

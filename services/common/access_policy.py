@@ -118,6 +118,8 @@ class Policy:
     """Features turned on (project policies only)."""
     guardrails: GuardrailConfig | None = None
     """Filters on message text at create (project policies only; None: off)."""
+    rate_share: float | None = None
+    """Share (0–1) of each provider's request budget the project's items may use (project only)."""
     retention_days: float | None = None
     """Days a batch's data is kept after it ends (project only; None: the setting; 0: keep)."""
     bookkeeping_days: float | None = None
@@ -144,6 +146,7 @@ class Policy:
             "expedited": self.expedited,
             "features": sorted(self.features) or None,
             "guardrails": self.guardrails.as_json() if self.guardrails and self.guardrails.enabled else None,
+            "rate_share": self.rate_share,
             "retention_days": self.retention_days,
             "bookkeeping_days": self.bookkeeping_days,
         }
@@ -163,6 +166,7 @@ class Policy:
             expedited=stored.get("expedited"),
             features=frozenset(Feature(f) for f in stored.get("features") or ()),
             guardrails=GuardrailConfig.from_json(stored["guardrails"]) if stored.get("guardrails") else None,
+            rate_share=stored.get("rate_share"),
             retention_days=stored.get("retention_days"),
             bookkeeping_days=stored.get("bookkeeping_days"),
         )
@@ -180,6 +184,8 @@ class Policy:
             parts.append("no-expedited")
         if self.features:
             parts.append("features=" + ",".join(sorted(self.features)))
+        if self.rate_share is not None:
+            parts.append(f"rate-share={self.rate_share:g}")
         if self.retention_days is not None:
             parts.append(f"retention={self.retention_days:g}d")
         if self.bookkeeping_days is not None:

@@ -23,6 +23,7 @@ from services.common.db.dialect import notify
 from services.common.db.queue import Ref
 from services.common.states import BatchStatus, ItemErrorCode, ItemState
 from services.scheduler.fairness import Candidate, allocate, top_group
+from services.scheduler.rate_shares import RateShares
 from services.scheduler.work_signal import WORK_CHANNEL
 
 __all__ = ["Closing", "Lease", "Queue", "Ref", "Request", "SessionLost", "Stopped"]
@@ -130,10 +131,12 @@ def _lease(row: Any, runnable: _Runnable) -> Lease:
 
 
 class Queue:
-    def __init__(self, db: Database, lease_ttl_s: float) -> None:
+    def __init__(self, db: Database, lease_ttl_s: float, shares: RateShares | None = None) -> None:
         self._db = db
         self._ttl = lease_ttl_s
         self._rotation = 0
+        self._shares = shares
+        """Projects' shares of the providers' request budgets (None: no project is limited)."""
 
     @property
     def lease_ttl_s(self) -> float:
@@ -199,10 +202,24 @@ class Queue:
             if capacity <= 0:
                 break
             for candidate, share in allocate(group, capacity, self._rotation):
-                rows = await queue.lease_from(
-                    self._db, conn, candidate.batch_id, share, executor_id, request.request_id, now
-                )
                 info = runnable[candidate.batch_id]
+
+                async def take(count: int, batch_id: str = candidate.batch_id) -> list[Any]:
+                    return await queue.lease_from(
+                        self._db, conn, batch_id, count, executor_id, request.request_id, now
+                    )
+
+                if self._shares is None:
+                    rows = await take(share)
+                else:
+                    rows = await self._shares.within_share(
+                        conn,
+                        project_id=candidate.project_id,
+                        model=info.model,
+                        wanted=share,
+                        now=now,
+                        lease=take,
+                    )
                 leased += [_lease(r, info) for r in sorted(rows, key=lambda r: r.idx)]
                 regular = min(len(rows), remaining)
                 remaining -= regular

@@ -17,6 +17,7 @@ from services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
 from services.scheduler.maintenance import Maintenance
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.queue import Queue
+from services.scheduler.rate_shares import RateShares
 from services.scheduler.retention import Retention
 from services.scheduler.servicer import SchedulerServicer
 from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
-    queue = Queue(db, settings.lease_ttl_s)
+    queue = Queue(db, settings.lease_ttl_s, RateShares(db, settings))
     signal = WorkSignal()
     results_channel = rpc_client.channel(settings, "results", caller="scheduler")
     recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
