@@ -33,8 +33,7 @@ $(CHROMIUM):
 run: $(STAMP) $(UI_STAMP)
 	$(VENV)/bin/batchgate up $(ARGS)
 
-test: $(STAMP) $(UI_STAMP) $(CHROMIUM)
-	$(PY) -m ruff check .
+test: lint $(UI_STAMP) $(CHROMIUM)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Opt-in, not part of `make test` (root, the Docker Engine, minutes): builds the image on a Debian
@@ -54,9 +53,11 @@ test-image: $(STAMP)
 	BATCHGATE_TEST_IMAGE=1 timeout --signal=INT --kill-after=60 $(IMAGE_TEST_TIMEOUT_S) \
 	  $(PY) -m pytest tests/image --durations=0 $(PYTEST_ARGS)
 
+# ruff (with complexity, C90 ≤ 12), formatting, mypy --strict ([tool.mypy]), the protos.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(VENV)/bin/buf lint
 
 gen: $(STAMP)
@@ -69,4 +70,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(ARGS)
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .ruff_cache $(UI)/node_modules
+	rm -rf $(VENV) data .pytest_cache .ruff_cache .mypy_cache $(UI)/node_modules

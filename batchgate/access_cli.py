@@ -1,7 +1,7 @@
 """Operator verbs for who may do what: `batchgate keys …` and `batchgate projects …`.
 
 They write the database directly (there is no keys REST API). A project's policy bounds every
-key of it; a key's own policy only narrows it (`services.common.access_policy`). Policy flags
+key of it; a key's own policy only narrows it (`batchgate.services.common.access_policy`). Policy flags
 (`--allow-models`, `--max-records`, `--max-concurrent`, `--expedited`, `--features`) are the
 same on `create` and `set-policy`; `set-policy` changes only the flags it is given.
 """
@@ -16,14 +16,21 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from batchgate.admin_cli import settings_of, with_db
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.guardrails_cli import add_guardrail_parser, guardrail_config
-from batchgate.server_cli import _settings, _with_db
-from services.common.access_policy import ALL_SCOPES, Feature, Policy, Scope, parse_scopes, scopes_text
-from services.common.config import parse_window
+from batchgate.services.common.access_policy import (
+    ALL_SCOPES,
+    Feature,
+    Policy,
+    Scope,
+    parse_scopes,
+    scopes_text,
+)
+from batchgate.services.common.config import parse_window
 
 if TYPE_CHECKING:
-    from services.common.db import Database, Row
+    from batchgate.services.common.db import AnyRow, Database
 
 
 def _amount(value: str, unset: str, what: str) -> float | None:
@@ -168,7 +175,7 @@ def _expires_at(seconds: float | None) -> float | None:
     return None if seconds is None else time.time() + seconds
 
 
-def _expiry(row: Row[Any]) -> str:
+def _expiry(row: AnyRow) -> str:
     if row.expires_at is None:
         return "no expiry"
     state = "expired" if row.expires_at <= time.time() else "expires"
@@ -176,7 +183,7 @@ def _expiry(row: Row[Any]) -> str:
 
 
 async def _project_or_exit(db: Database, name: str) -> str:
-    from services.common import auth
+    from batchgate.services.common import auth
 
     project = await auth.find_project(db, name)
     if project is None:
@@ -184,7 +191,7 @@ async def _project_or_exit(db: Database, name: str) -> str:
     return project
 
 
-def _print_key(row: Row[Any], as_json: bool) -> None:
+def _print_key(row: AnyRow, as_json: bool) -> None:
     state = "revoked" if row.revoked_at else "active"
     scopes = parse_scopes(row.scopes)
     policy = Policy.from_json(row.policy)
@@ -206,10 +213,10 @@ def _print_key(row: Row[Any], as_json: bool) -> None:
 
 
 def cmd_keys(args: argparse.Namespace) -> None:
-    from services.common import auth
-    from services.common.db import projects
+    from batchgate.services.common import auth
+    from batchgate.services.common.db import projects
 
-    settings = _settings(args)
+    settings = settings_of(args)
 
     async def create(db: Database) -> None:
         name = args.project or auth.DEFAULT_PROJECT_NAME
@@ -276,14 +283,14 @@ def cmd_keys(args: argparse.Namespace) -> None:
 
     commands = {"create": create, "list": listing, "revoke": revoke, "set-budget": set_budget}
     commands["set-policy"] = set_policy
-    asyncio.run(_with_db(settings, commands[args.keys_command]))
+    asyncio.run(with_db(settings, commands[args.keys_command]))
 
 
 def cmd_projects(args: argparse.Namespace) -> None:
-    from services.common import auth
-    from services.common.db import projects
+    from batchgate.services.common import auth
+    from batchgate.services.common.db import projects
 
-    settings = _settings(args)
+    settings = settings_of(args)
 
     async def create(db: Database) -> None:
         project = await auth.ensure_project(db, args.name)
@@ -326,7 +333,7 @@ def cmd_projects(args: argparse.Namespace) -> None:
 
     commands = {"create": create, "list": listing, "set-budget": set_budget, "set-policy": set_policy}
     commands["set-guardrails"] = set_guardrails
-    asyncio.run(_with_db(settings, commands[args.projects_command]))
+    asyncio.run(with_db(settings, commands[args.projects_command]))
 
 
 def add_commands(sub: Any) -> None:

@@ -2,7 +2,7 @@
 
 Every batchgate process proves who it is with a certificate signed by one cluster CA; the
 service name is the certificate's DNS subject alternative name, which is what the servers
-authorize on (`services.common.authz`). This module writes them, with the `cryptography`
+authorize on (`batchgate.services.common.authz`). This module writes them, with the `cryptography`
 package (no openssl subprocess), the way CockroachDB's `cert create-ca` / `create-node` do:
 
 - `ca.crt`: the trust bundle every process reads (one CA, or two while one replaces the other);
@@ -11,7 +11,7 @@ package (no openssl subprocess), the way CockroachDB's `cert create-ca` / `creat
 
 Keys are ECDSA P-256: fast to generate (a whole set takes milliseconds) and to handshake.
 Files are replaced atomically (written aside, then renamed), so a process that reloads on
-change (`services.common.tls`) never reads half a file; a key is written before its
+change (`batchgate.services.common.tls`) never reads half a file; a key is written before its
 certificate, and a reader that finds a pair that does not match keeps its current one.
 """
 
@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from services.common.authz import IDENTITIES
+from batchgate.services.common.authz import IDENTITIES
 
 CA_CERT = "ca.crt"
 CA_KEY = "ca.key"

@@ -9,7 +9,6 @@ JSON with `--json`; results go to stdout, progress and notes to stderr; exit cod
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -17,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from batchgate import client_views as views
 from batchgate.api_client import ApiClient, ApiFailure, save_to
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
-from services.common.loading import load_settings
-from services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
+from batchgate.services.common.loading import load_settings
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
 
 BASE_URL_ENV = "BATCHGATE_BASE_URL"
 API_KEY_ENV = "BATCHGATE_API_KEY"
@@ -33,72 +33,6 @@ Handler = Callable[[argparse.Namespace, ApiClient], ExitCode]
 # --- output ---------------------------------------------------------------------------------------
 
 
-def _note(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def _show(
-    args: argparse.Namespace, answer: dict[str, Any], human: Callable[[dict[str, Any]], None]
-) -> ExitCode:
-    """The API's answer as JSON with --json, else as `human` renders it."""
-    if args.json:
-        _print_json(answer)
-    else:
-        human(answer)
-    return ExitCode.OK
-
-
-def _when(stamp: Any) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
-
-
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    for row in (headers, *rows):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-
-
-def _counts(batch: dict[str, Any]) -> str:
-    c = batch.get("request_counts") or {}
-    return f"{c.get('completed', 0)}/{c.get('failed', 0)}/{c.get('total', 0)}"
-
-
-def _describe_batch(batch: dict[str, Any]) -> None:
-    counts = batch.get("request_counts") or {}
-    lines = [
-        f"{batch['id']}  {batch['status']}",
-        f"  endpoint   {batch.get('endpoint')}  (model {batch.get('model') or '-'})",
-        f"  requests   {counts.get('total', 0)} total, {counts.get('completed', 0)} completed, "
-        f"{counts.get('failed', 0)} failed ({batch.get('rejected_count', 0)} rejected at create)",
-        f"  created    {_when(batch.get('created_at'))}, expires {_when(batch.get('expires_at'))}",
-        f"  input      {batch.get('input_file_id')}",
-        f"  output     {batch.get('output_file_id') or '-'}",
-        f"  errors     {batch.get('error_file_id') or '-'}",
-    ]
-    if batch.get("metadata"):
-        lines.append(f"  metadata   {json.dumps(batch['metadata'], ensure_ascii=False)}")
-    usage = batch.get("usage") or {}
-    if usage.get("total_tokens"):
-        lines.append(f"  tokens     {usage.get('input_tokens')} in, {usage.get('output_tokens')} out")
-    cost = batch.get("cost") or {}
-    if cost.get("amount"):
-        lines.append(f"  cost       {cost['amount']:.6f} {cost.get('currency', '')}")
-    print("\n".join(lines))
-
-
-def _describe_file(file: dict[str, Any]) -> None:
-    print(
-        f"{file['id']}  {file.get('filename')}\n"
-        f"  purpose    {file.get('purpose')}\n"
-        f"  bytes      {file.get('bytes')}\n"
-        f"  created    {_when(file.get('created_at'))}, expires {_when(file.get('expires_at'))}"
-    )
-
-
 def _show_rejections(payload: dict[str, Any], save_as: Path | None, api: ApiClient) -> None:
     """Rejected-record previews to stderr; the full rejection file to `save_as` if asked."""
     previews = payload.get("rejected_records") or []
@@ -108,13 +42,15 @@ def _show_rejections(payload: dict[str, Any], save_as: Path | None, api: ApiClie
     for record in previews:
         custom_id = record.get("custom_id")
         label = f" [{custom_id}]" if custom_id else ""
-        _note(f"  rejected line {record.get('line')}{label}: {record.get('code')}: {record.get('message')}")
+        views.note(
+            f"  rejected line {record.get('line')}{label}: {record.get('code')}: {record.get('message')}"
+        )
     file_id = payload.get("rejected_records_file_id")
     more = f", {count - len(previews)} more not shown" if count > len(previews) else ""
-    _note(f"{count} record(s) rejected{more}; every rejection is in {file_id or 'the error file'}")
+    views.note(f"{count} record(s) rejected{more}; every rejection is in {file_id or 'the error file'}")
     if save_as is not None and file_id:
         save_to(save_as, lambda out: api.download_file(file_id, out))
-        _note(f"rejections saved to {save_as}")
+        views.note(f"rejections saved to {save_as}")
 
 
 # --- batches --------------------------------------------------------------------------------------
@@ -149,7 +85,7 @@ def _wait(api: ApiClient, batch: dict[str, Any], poll_s: float) -> dict[str, Any
             time.sleep(poll_s)
             batch = api.get_batch(batch["id"])
     except KeyboardInterrupt:
-        _note(f"\nstopped waiting; the batch goes on: batchgate batches get {batch['id']} --wait")
+        views.note(f"\nstopped waiting; the batch goes on: batchgate batches get {batch['id']} --wait")
         raise
     display.finish(batch)
     return batch
@@ -161,19 +97,19 @@ def _download_outputs(api: ApiClient, batch: dict[str, Any], directory: Path) ->
         if file_id:
             path = directory / f"{batch['id']}_{suffix}.jsonl"
             size = save_to(path, lambda out, file_id=file_id: api.download_file(file_id, out))
-            _note(f"{suffix:<7} {path} ({size} bytes)")
+            views.note(f"{suffix:<7} {path} ({size} bytes)")
 
 
 def _finished(api: ApiClient, batch: dict[str, Any], args: argparse.Namespace) -> ExitCode:
     """After --wait: fetch the files, report, and turn the final status into an exit code."""
     _download_outputs(api, batch, Path(args.output_dir))
     if args.json:
-        _print_json(batch)
+        views.print_json(batch)
     if batch["status"] == BatchStatus.COMPLETED:
         return ExitCode.OK
     errors = (batch.get("errors") or {}).get("data") or []
     reason = f": {errors[0].get('message')}" if errors else ""
-    _note(f"batch {batch['id']} ended {batch['status']}{reason}")
+    views.note(f"batch {batch['id']} ended {batch['status']}{reason}")
     return ExitCode.OTHER
 
 
@@ -188,7 +124,7 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         body["priority"] = _priority(args.priority)
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
     uploaded = api.upload_file(path)
-    _note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
+    views.note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
     body["input_file_id"] = uploaded["id"]
     try:
         batch = api.create_batch(body, args.idempotency_key)
@@ -198,10 +134,10 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     _show_rejections(batch, rejections_out, api)
     if not args.json:
         print(batch["id"], flush=True)
-    _note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
+    views.note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
     if not args.wait:
         if args.json:
-            _print_json(batch)
+            views.print_json(batch)
         return ExitCode.OK
     return _finished(api, _wait(api, batch, args.poll_interval), args)
 
@@ -210,32 +146,22 @@ def cmd_batches_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     batch = api.get_batch(args.batch_id)
     if args.wait:
         return _finished(api, _wait(api, batch, args.poll_interval), args)
-    return _show(args, batch, _describe_batch)
-
-
-def _batches_table(page: dict[str, Any]) -> None:
-    rows = [
-        (b["id"], b["status"], b.get("endpoint", ""), _counts(b), _when(b.get("created_at")))
-        for b in page["data"]
-    ]
-    _table(("ID", "STATUS", "ENDPOINT", "OK/FAILED/TOTAL", "CREATED"), rows)
-    if page.get("has_more"):
-        _note(f"more: batchgate batches list --after {page['last_id']}")
+    return views.show(args, batch, views.describe_batch)
 
 
 def cmd_batches_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.list_batches(limit=args.limit, after=args.after), _batches_table)
+    return views.show(args, api.list_batches(limit=args.limit, after=args.after), views.batches_table)
 
 
 def cmd_batches_cancel(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.cancel_batch(args.batch_id), lambda b: print(f"{b['id']} {b['status']}"))
+    return views.show(args, api.cancel_batch(args.batch_id), lambda b: print(f"{b['id']} {b['status']}"))
 
 
 def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode:
     """`fetch(stream)` into `-o FILE`, or to stdout."""
     if args.output:
         size = save_to(Path(args.output), fetch)
-        _note(f"wrote {size} bytes to {args.output}")
+        views.note(f"wrote {size} bytes to {args.output}")
     else:
         fetch(sys.stdout.buffer)
         sys.stdout.buffer.flush()
@@ -256,32 +182,18 @@ def cmd_files_upload(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 
     def human(file: dict[str, Any]) -> None:
         print(file["id"])
-        _note(f"uploaded {path} ({file['bytes']} bytes)")
+        views.note(f"uploaded {path} ({file['bytes']} bytes)")
 
-    return _show(args, api.upload_file(path, args.purpose), human)
-
-
-def _files_table(page: dict[str, Any]) -> None:
-    rows = [
-        (
-            f["id"],
-            f.get("purpose", ""),
-            str(f.get("bytes", "")),
-            _when(f.get("created_at")),
-            f.get("filename", ""),
-        )
-        for f in page["data"]
-    ]
-    _table(("ID", "PURPOSE", "BYTES", "CREATED", "FILENAME"), rows)
+    return views.show(args, api.upload_file(path, args.purpose), human)
 
 
 def cmd_files_list(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     page = api.list_files(purpose=args.purpose, limit=args.limit, after=args.after, order=args.order)
-    return _show(args, page, _files_table)
+    return views.show(args, page, views.files_table)
 
 
 def cmd_files_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.get_file(args.file_id), _describe_file)
+    return views.show(args, api.get_file(args.file_id), views.describe_file)
 
 
 def cmd_files_download(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -289,27 +201,10 @@ def cmd_files_download(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 
 
 def cmd_files_delete(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _show(args, api.delete_file(args.file_id), lambda answer: print(f"deleted {answer['id']}"))
+    return views.show(args, api.delete_file(args.file_id), lambda answer: print(f"deleted {answer['id']}"))
 
 
 # --- usage ----------------------------------------------------------------------------------------
-
-
-def _usage_table(page: dict[str, Any]) -> None:
-    keys = [k for k in ("batch_id", "model", "api_key_id") if any(g.get(k) for g in page["data"])]
-    rows = [
-        (
-            *(g.get(k) or "-" for k in keys),
-            str(g["requests"]),
-            str(g["input_tokens"]),
-            str(g["output_tokens"]),
-            str(g["total_tokens"]),
-            f"{g['cost']['amount']:.6f}",
-        )
-        for g in page["data"]
-    ]
-    headers = (*(k.upper() for k in keys), "REQUESTS", "INPUT", "OUTPUT", "TOTAL", "COST USD")
-    _table(headers, rows)
 
 
 def cmd_usage(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -321,7 +216,7 @@ def cmd_usage(args: argparse.Namespace, api: ApiClient) -> ExitCode:
         start_time=args.start_time,
         end_time=args.end_time,
     )
-    return _show(args, page, _usage_table)
+    return views.show(args, page, views.usage_table)
 
 
 # --- wiring ---------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """`batchgate projects set-guardrails`: its flags, and the guardrail settings they describe
-(`services.common.guardrail_config`; the chain itself runs in ingest at create)."""
+(`batchgate.services.common.guardrail_config`; the chain itself runs in ingest at create)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 from typing import Any
 
 from batchgate.exit_codes import CommandError, ExitCode
-from services.common.guardrail_config import GuardrailConfig, PiiKind
-from services.common.webhook_urls import RefusedUrl, split_url
+from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.services.common.webhook_urls import RefusedUrl, split_url
 
 
 def _block_pattern(value: str) -> tuple[str, str]:

@@ -15,8 +15,8 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common import authz, tls
-from services.common.config import Settings
+from batchgate.services.common import authz, tls
+from batchgate.services.common.config import Settings
 
 GRPC_SERVICES = ("ingest", "scheduler", "results", "executor")
 HTTP_TARGETS = ("envoy", "simulator")
@@ -31,7 +31,7 @@ def grpc_serving(channel: grpc.Channel, timeout_s: float) -> bool:
         )
     except grpc.RpcError:
         return False
-    return answer.status == health_pb2.HealthCheckResponse.SERVING
+    return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def _http_ok(url: str, timeout_s: float) -> bool:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from batchgate.gateway import launcher as envoy_launcher
 from batchgate.health import grpc_serving, internal_channel
-from gateway import launcher as envoy_launcher
-from services.common import authz
-from services.common.config import Settings
+from batchgate.services.common import authz
+from batchgate.services.common.config import Settings
 
 STOP_TIMEOUT_S = 20.0
 CORE_SERVICES = ("ingest", "scheduler", "results")

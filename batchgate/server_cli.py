@@ -1,7 +1,7 @@
-"""Operator verbs: `up`, `serve`, `migrate`, `keys`/`projects` (`access_cli`), `certs`,
-`simulate`, `envoy`, `envoy-config`, `health`.
+"""Operator verbs that run the stack: `up`, `serve`, `migrate`, `simulate`, `envoy`,
+`envoy-config`, `health` (`keys` and `projects` are `batchgate.access_cli`, `webhooks` and
+`certs` are `batchgate.admin_cli`).
 
-They run on the servers' side: `keys` writes the database directly (there is no keys REST API).
 Heavy modules (database, gRPC servers, the simulator) are imported inside the verbs that use
 them, so that every `batchgate` command, the client verbs and the health probe included,
 starts quickly.
@@ -18,13 +18,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchgate import access_cli
+from batchgate import admin_cli as admin
 from batchgate.exit_codes import CommandError, ExitCode
-from services.common.config import Settings
-from services.common.loading import load_settings
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import load_settings
 
 if TYPE_CHECKING:
-    from services.common.db import Database
-    from services.common.grpc_server import ServiceHost
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.grpc_server import ServiceHost
 
 SERVICES = ("ingest", "scheduler", "results", "executor")
 UP_FLAGS = {
@@ -35,25 +37,21 @@ UP_FLAGS = {
 }
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(getattr(args, "config", None))
-
-
 # --- serve -------------------------------------------------------------------------------------
 
 
 async def _serve(settings: Settings, services: list[str], index: int) -> None:
-    from services.common import auth, telemetry
-    from services.common.db import Database
-    from services.common.grpc_server import run_hosts
+    from batchgate.services.common import auth, telemetry
+    from batchgate.services.common.db import Database
+    from batchgate.services.common.grpc_server import run_hosts
 
     hosts: list[ServiceHost] = []
     db: Database | None = None
     core = [s for s in services if s != "executor"]
     if core:
-        from services.ingest import server as ingest_server
-        from services.results import server as results_server
-        from services.scheduler import server as scheduler_server
+        from batchgate.services.ingest import server as ingest_server
+        from batchgate.services.results import server as results_server
+        from batchgate.services.scheduler import server as scheduler_server
 
         builders = {
             "ingest": ingest_server.build,
@@ -63,7 +61,7 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
         db = Database(settings.resolved_database_url)
         hosts += [builders[name](settings, db) for name in core]
     if "executor" in services:
-        from services.executor import server as executor_server
+        from batchgate.services.executor import server as executor_server
 
         hosts.append(executor_server.build(settings, port=settings.executor_port + index))
     verifier = auth.KeyVerifier(db, settings.auth_cache_s) if db is not None else None
@@ -78,9 +76,9 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvloop
 
-    from services.common import faults, logs, telemetry, tls
+    from batchgate.services.common import faults, logs, telemetry, tls
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     name = "+".join(args.services)
     upstream_keys = [key for provider in settings.providers for key in provider.api_keys]
     logs.setup(name, settings.log_level, settings.log_format, secrets=upstream_keys)
@@ -95,101 +93,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
 # --- migrate / keys ------------------------------------------------------------------------------
 
 
-async def _with_db(settings: Settings, action: Any) -> Any:
-    from services.common.db import Database
-    from services.common.db.migrate import migrate
-
-    db = Database(settings.resolved_database_url)
-    try:
-        await migrate(db)
-        return await action(db)
-    finally:
-        await db.dispose()
-
-
 def cmd_migrate(args: argparse.Namespace) -> None:
-    settings = _settings(args)
+    settings = admin.settings_of(args)
 
     async def done(_db: Database) -> None:
         print(f"database at the newest schema: {settings.resolved_database_url}")
 
-    asyncio.run(_with_db(settings, done))
-
-
-def cmd_webhooks(args: argparse.Namespace) -> None:
-    from services.common import auth
-
-    settings = _settings(args)
-    project = args.project or auth.DEFAULT_PROJECT_NAME
-
-    async def secret(db: Database) -> None:
-        value = await auth.webhook_secret(db, project, rotate=args.rotate)
-        if value is None:
-            raise CommandError(ExitCode.NOT_FOUND, f"no project {project}")
-        print(value)
-        if args.rotate:
-            print(
-                f"rotated: webhooks of project {project} are signed with this secret now",
-                file=sys.stderr,
-            )
-
-    asyncio.run(_with_db(settings, secret))
+    asyncio.run(admin.with_db(settings, done))
 
 
 # --- certs -----------------------------------------------------------------------------------------
-
-
-def _cert_dir(settings: Settings, args: argparse.Namespace) -> Any:
-    from batchgate.certs import CertDir
-    from services.common import tls
-
-    return CertDir.at(args.dir or tls.tls_dir(settings), args.ca_key)
-
-
-def ensure_certs(settings: Settings) -> list[str]:
-    """The cluster CA and every identity's certificate in the TLS directory, created when
-    missing (`batchgate up` runs this: the embedded stack is authenticated with no setup
-    step). Returns the identities issued now. Nothing when internal TLS is off or the settings
-    point at the operator's own files."""
-    from batchgate.certs import CertDir
-    from services.common import tls
-
-    if settings.insecure_internal or settings.tls_ca_file or settings.tls_cert_file or settings.tls_key_file:
-        return []
-    return [issued.name for issued in CertDir.at(tls.tls_dir(settings)).ensure()]
-
-
-def cmd_certs(args: argparse.Namespace) -> None:
-    from batchgate.certs import IDENTITIES, check_name
-
-    certs = _cert_dir(_settings(args), args)
-    try:
-        if args.certs_command == "init":
-            created = certs.init_ca()
-            issued = certs.ensure()
-            print(f"CA {'created' if created else 'kept'}: {certs.ca_cert} (key {certs.ca_key})")
-            for cert in issued:
-                print(f"issued {cert.name}: {cert.cert}")
-            if not issued:
-                print(f"every identity has a certificate in {certs.path}")
-        elif args.certs_command == "issue":
-            names = IDENTITIES if args.service == "all" else [args.service]
-            for name in names:
-                check_name(name)
-            for name in names:
-                cert = certs.issue(name, args.days)
-                print(f"issued {cert.name}: {cert.cert} and {cert.key}")
-        elif args.action == "begin":
-            certs.begin_ca_rotation()
-            print(
-                f"new CA in {certs.ca_key}; {certs.ca_cert} trusts the old and the new one. Next: "
-                "wait until every process reloaded it, then `batchgate certs issue --service all`"
-            )
-        else:
-            certs.finish_ca_rotation()
-            print(f"{certs.ca_cert} trusts only the new CA now")
-    except (FileNotFoundError, ValueError) as exc:
-        raise CommandError(ExitCode.INVALID, str(exc)) from None
 
 
 # --- simulate / envoy-config ---------------------------------------------------------------------
@@ -198,11 +111,11 @@ def cmd_certs(args: argparse.Namespace) -> None:
 def cmd_simulate(args: argparse.Namespace) -> None:
     import uvloop
 
+    from batchgate.services.common import logs
     from batchgate.simulator import SimulatorOptions
     from batchgate.simulator import serve as serve_simulator
-    from services.common import logs
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     logs.setup("simulator", settings.log_level, settings.log_format)
     options = SimulatorOptions(
         latency_ms=settings.simulator_latency_ms if args.latency_ms is None else args.latency_ms,
@@ -225,11 +138,11 @@ def cmd_simulate(args: argparse.Namespace) -> None:
 
 
 def cmd_envoy_config(args: argparse.Namespace) -> None:
-    from gateway.render import write_config
-    from services.common import tls
+    from batchgate.gateway.render import write_config
+    from batchgate.services.common import tls
 
     try:
-        path = write_config(_settings(args), Path(args.out))
+        path = write_config(admin.settings_of(args), Path(args.out))
     except tls.MissingMaterial as exc:
         raise CommandError(ExitCode.INVALID, str(exc)) from None
     print(path)
@@ -237,10 +150,10 @@ def cmd_envoy_config(args: argparse.Namespace) -> None:
 
 def cmd_envoy(args: argparse.Namespace) -> None:
     """Render the config into the data directory and become Envoy (containers run this)."""
-    from gateway import launcher as envoy_launcher
-    from services.common import tls
+    from batchgate.gateway import launcher as envoy_launcher
+    from batchgate.services.common import tls
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     if settings.insecure_internal:
         print(f"warning: {tls.INSECURE_WARNING}", file=sys.stderr)
     try:
@@ -257,9 +170,9 @@ def cmd_envoy(args: argparse.Namespace) -> None:
 
 def cmd_health(args: argparse.Namespace) -> None:
     from batchgate import health
-    from services.common import tls
+    from batchgate.services.common import tls
 
-    settings = _settings(args)
+    settings = admin.settings_of(args)
     try:
         address = health.describe(settings, args.target, args.index)
     except ValueError as exc:
@@ -279,7 +192,7 @@ def cmd_health(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     from batchgate.launcher import Stack
-    from services.common import auth
+    from batchgate.services.common import auth
 
     overrides = {
         env: str(getattr(args, flag)) for flag, env in UP_FLAGS.items() if getattr(args, flag) is not None
@@ -289,7 +202,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     os.environ.update(overrides)
     settings = load_settings()
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    issued = ensure_certs(settings)
+    issued = admin.ensure_certs(settings)
     if issued:
         print(f"created the cluster CA and certificates ({', '.join(issued)}) for internal mutual TLS")
 
@@ -297,7 +210,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         project = await auth.ensure_project(db)
         return (await auth.create_key(db, project, name=f"up-{int(time.time())}")).secret
 
-    secret = asyncio.run(_with_db(settings, first_key))
+    secret = asyncio.run(admin.with_db(settings, first_key))
     stack = Stack(settings, env=overrides)
     stopping = False
 
@@ -315,7 +228,7 @@ def cmd_up(args: argparse.Namespace) -> None:
             if settings.uses_simulator
             else f"{len(settings.providers)} configured provider(s)"
         )
-        from gateway import panel
+        from batchgate.gateway import panel
 
         web_panel = f"{settings.base_url}/ui/" if panel.assets() is not None else "not installed (run `make`)"
         print(
@@ -357,39 +270,8 @@ def add_commands(sub: Any) -> None:
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
 
-    from batchgate import access_cli
-
     access_cli.add_commands(sub)
-
-    webhooks = sub.add_parser("webhooks", help="webhook signing secrets (direct database access)")
-    webhooks_sub = webhooks.add_subparsers(dest="webhooks_command", required=True)
-    secret = webhooks_sub.add_parser("secret", help="print a project's webhook signing secret")
-    secret.add_argument("--project", help="project name (default: the default project)")
-    secret.add_argument("--rotate", action="store_true", help="replace it with a new one first")
-    webhooks.set_defaults(func=cmd_webhooks)
-
-    certs = sub.add_parser("certs", help="the cluster CA and certificates for internal mutual TLS")
-    certs_sub = certs.add_subparsers(dest="certs_command", required=True)
-    certs_init = certs_sub.add_parser(
-        "init", help="create the CA and a certificate per identity (keeps what exists)"
-    )
-    certs_issue = certs_sub.add_parser("issue", help="(re)issue an identity's certificate from the CA")
-    certs_issue.add_argument(
-        "--service",
-        required=True,
-        help="identity: ingest, scheduler, results, executor, envoy, operator, or all",
-    )
-    certs_issue.add_argument("--days", type=int, default=365, help="validity (default 365)")
-    rotate = certs_sub.add_parser("rotate-ca", help="replace the CA without downtime (two steps)")
-    rotate.add_argument(
-        "action", choices=("begin", "finish"), help="begin: new CA, trust both; finish: trust only the new"
-    )
-    for verb in (certs_init, certs_issue, rotate):
-        verb.add_argument(
-            "--dir", help="certificate directory (default: BATCHGATE_TLS_DIR, <data dir>/certs)"
-        )
-        verb.add_argument("--ca-key", dest="ca_key", help="the CA's key (default: <dir>/ca.key)")
-    certs.set_defaults(func=cmd_certs)
+    admin.add_commands(sub)
 
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")
     simulate.add_argument("--host", help="address to bind (default: BATCHGATE_HOST)")

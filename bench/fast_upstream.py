@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-from gateway.launcher import envoy_binary
+from batchgate.gateway.launcher import envoy_binary
 
 TYPES = "type.googleapis.com/envoy.extensions.filters."
 HCM_TYPE = TYPES + "network.http_connection_manager.v3.HttpConnectionManager"

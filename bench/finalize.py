@@ -21,13 +21,14 @@ from pathlib import Path
 import orjson
 from sqlalchemy import insert, select
 
-from services.common import auth
-from services.common.db import Database
-from services.common.db.migrate import migrate
-from services.common.db.schema import batches, blob_chunks, files, items
-from services.common.ids import batch_id as new_batch_id
-from services.common.loading import load_settings
-from services.results.finalize import Finalizer
+from batchgate.services.common import auth
+from batchgate.services.common.db import Database, batches, files
+from batchgate.services.common.db.migrate import migrate
+from batchgate.services.common.db.schema import blob_chunks, items
+from batchgate.services.common.ids import batch_id as new_batch_id
+from batchgate.services.common.loading import load_settings
+from batchgate.services.results.finalize import Finalizer
+from tests.integration.seed import insert_running_batch
 
 SEED_CHUNK = 5000
 
@@ -88,22 +89,17 @@ async def seed(db: Database, n: int, failed_share: float) -> str:
     failed = len(range(0, n, failed_every)) if failed_every else 0
     now = time.time()
     async with db.write() as conn:
-        await conn.execute(
-            insert(batches).values(
-                id=batch,
-                project_id=project,
-                api_key_id="key_bench",
-                endpoint="/v1/chat/completions",
-                input_file_id="file-bench",
-                completion_window="24h",
-                status="in_progress",
-                created_at=now,
-                expires_at=now + 86400,
-                in_progress_at=now,
-                total=n,
-                completed_count=n - failed,
-                failed_count=failed,
-            )
+        await insert_running_batch(
+            conn,
+            batch,
+            project_id=project,
+            api_key_id="key_bench",
+            input_file_id="file-bench",
+            total=n,
+            created_at=now,
+            expires_at=now + 86400,
+            completed_count=n - failed,
+            failed_count=failed,
         )
     for start in range(0, n, SEED_CHUNK):
         async with db.write() as conn:
@@ -129,11 +125,8 @@ async def run(url: str, n: int, failed_share: float, profile: bool) -> None:
             profiler.disable()
         elapsed = time.perf_counter() - started
         async with db.read() as conn:
-            row = (await conn.execute(select(batches).where(batches.c.id == batch))).one()
-            sizes = {
-                f.id: f.bytes
-                for f in (await conn.execute(select(files).where(files.c.batch_id == batch))).all()
-            }
+            row = await batches.get(conn, batch)
+            sizes = {f.id: f.bytes for f in await files.of_batch(conn, batch)}
             chunks = len((await conn.execute(select(blob_chunks.c.seq))).all())
         print(
             f"{db.dialect}: finalize of {n} items → {status} in {elapsed:.2f} s "

@@ -32,8 +32,8 @@ from typing import Any
 import openai
 from sqlalchemy import text
 
+from batchgate.services.common.db import Database
 from bench.harness import bench_stack, print_table
-from services.common.db import Database
 from tests.execution_support import create_batch
 from tests.fake_upstream import Call, FakeUpstream, catalogue, records
 from tests.support import RunningStack

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import envoy
 
-from gateway.render import write_config
-from services.common.config import Settings
+from batchgate.gateway.render import write_config
+from batchgate.services.common.config import Settings
 
 
 def envoy_binary() -> str:

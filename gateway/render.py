@@ -30,9 +30,9 @@ import yaml
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
-from gateway import panel
-from services.common import tls
-from services.common.config import Settings
+from batchgate.gateway import panel
+from batchgate.services.common import tls
+from batchgate.services.common.config import Settings
 
 HERE = Path(__file__).resolve().parent
 TEMPLATE = HERE / "envoy.yaml.tmpl"
@@ -249,7 +249,7 @@ def render(
         max_request_body=max_json_body_bytes(settings),
         max_response_body=settings.grpc_max_message_bytes,
     )
-    config = yaml.safe_load(text)
+    config: dict[str, Any] = yaml.safe_load(text)
     methods = public_methods(descriptor_path)
     unmapped = sorted({m.service for m in methods} - set(SERVICE_CLUSTERS))
     if unmapped:

@@ -15,8 +15,8 @@ import openai
 import yaml
 from sqlalchemy import func, select
 
-from services.common.db import Database
-from services.common.db.schema import items
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import items
 from tests.support import TERMINAL, RunningStack, fresh_database, read_jsonl, running_stack, upload
 
 FAST_RETRY = {"initial_interval_s": 0.1, "backoff_coefficient": 2.0, "max_interval_s": 0.5, "max_attempts": 3}

@@ -40,11 +40,11 @@ from sqlalchemy.engine import make_url
 from batchgate.certs import CertDir
 from batchgate.health import internal_channel as _internal_channel
 from batchgate.launcher import Stack
-from services.common import auth
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.migrate import migrate
-from services.common.loading import load_settings
+from batchgate.services.common import auth
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.migrate import migrate
+from batchgate.services.common.loading import load_settings
 
 PG_ENV = "BATCHGATE_TEST_DATABASE_URL"
 TERMINAL = ("completed", "failed", "expired", "cancelled")

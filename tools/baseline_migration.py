@@ -17,8 +17,8 @@ from typing import Any
 
 from alembic import command
 
-from services.common.db.engine import Database
-from services.common.db.migrate import MIGRATIONS, alembic_config
+from batchgate.services.common.db.engine import Database
+from batchgate.services.common.db.migrate import MIGRATIONS, alembic_config
 
 BASELINE = "0001"
 

@@ -1,4 +1,4 @@
-"""Render README.md's configuration tables from `services.common.config`, `catalogue` and `authz`.
+"""Render README.md's configuration tables from `batchgate.services.common.config`, `catalogue` and `authz`.
 
 `make gen` rewrites the blocks between the markers in README.md: the settings table (from
 `Settings`), the limits table (the settings users meet as limits), the provider/retry keys
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from services.common.authz import ALLOWED_CALLERS, IDENTITIES
-from services.common.catalogue import ProviderConfig, RetryPolicy
-from services.common.config import Settings, env_fields
+from batchgate.services.common.authz import ALLOWED_CALLERS, IDENTITIES
+from batchgate.services.common.catalogue import ProviderConfig, RetryPolicy
+from batchgate.services.common.config import Settings, env_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from services.common import errors
-from services.common.guardrail_config import GuardrailConfig
+from batchgate.services.common import errors
+from batchgate.services.common.guardrail_config import GuardrailConfig
 
 
 class Scope(StrEnum):

@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from services.common import errors
-from services.common.access_policy import ALL_SCOPES, Policy, Scope, parse_scopes, scopes_text
-from services.common.db import Database, projects
-from services.common.ids import api_key_id, project_id
+from batchgate.services.common import errors
+from batchgate.services.common.access_policy import ALL_SCOPES, Policy, Scope, parse_scopes, scopes_text
+from batchgate.services.common.db import Database, projects
+from batchgate.services.common.ids import api_key_id, project_id
 
 KEY_PREFIX = "bg-"
 DEFAULT_PROJECT_NAME = "default"

@@ -5,7 +5,7 @@ identity (`batchgate certs issue --service NAME`). Servers require one (mutual T
 caller without a certificate of this CA never gets past the handshake; `ALLOWED_CALLERS`
 then decides per method. A method missing from the table is refused to everyone (and a unit
 test fails until the table names its callers), so a new internal RPC is closed by default.
-Public methods keep their API-key check on top (`services.common.auth`).
+Public methods keep their API-key check on top (`batchgate.services.common.auth`).
 
 README.md's "Internal ports and identities" table is generated from `ALLOWED_CALLERS`.
 """

@@ -1,6 +1,6 @@
 """The provider and model catalogue: what the executor calls, and which public model names are
 offered, from the YAML file's `providers:`, `models:` and `retry:` (or, without providers, the
-built-in simulator's). Parsed and checked once, by `services.common.loading.load_settings`.
+built-in simulator's). Parsed and checked once, by `batchgate.services.common.loading.load_settings`.
 """
 
 from __future__ import annotations

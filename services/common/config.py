@@ -3,19 +3,20 @@
 Each field's `env` names its environment variable and `doc` says what it does; README.md's
 settings and limits tables are generated from them (`make gen`, `tools/config_docs.py`) and a
 test fails when they are stale. Values are loaded and checked by
-`services.common.loading.load_settings`; the provider/model catalogue is
-`services.common.catalogue`.
+`batchgate.services.common.loading.load_settings`; the provider/model catalogue is
+`batchgate.services.common.catalogue`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig, ProviderConfig, RetryPolicy
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
@@ -337,7 +338,7 @@ class Settings:
             return [a.strip() for a in raw.split(",") if a.strip()]
         return [f"127.0.0.1:{getattr(self, f'{service}_port')}"]
 
-    def metrics_port_of(self, services: tuple[str, ...] | list[str], executor_index: int = 0) -> int:
+    def metrics_port_of(self, services: Sequence[str], executor_index: int = 0) -> int:
         """The scrape port of a process hosting `services` (0: none): executors are offset so
         that several of them and the core process fit on one host."""
         if not self.metrics_port or list(services) != ["executor"]:

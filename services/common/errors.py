@@ -1,6 +1,6 @@
 """OpenAI-shaped errors and how they cross gRPC to Envoy.
 
-A handler raises `ApiError`; the server wrapper (`services.common.grpc_server`) aborts the
+A handler raises `ApiError`; the server wrapper (`batchgate.services.common.grpc_server`) aborts the
 call with the matching gRPC status plus two trailing metadata entries that Envoy's Lua filter
 turns into the HTTP answer: `x-oai-status` (HTTP status) and `x-oai-error` (the JSON body
 `{"error": {"message", "type", "param", "code"}}`). Native gRPC clients read the same

@@ -18,7 +18,7 @@ import contextlib
 import inspect
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +27,9 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from services.common import auth, authz, errors, rest_input, telemetry, tls
-from services.common.access_policy import require_scope
-from services.common.config import Settings
+from batchgate.services.common import auth, authz, errors, rest_input, rpc_tracing, tls
+from batchgate.services.common.access_policy import require_scope
+from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ServiceHost:
     """Adds the servicers; returns their full service names (for health)."""
     public: bool = False
     """Public services require an API key on every call."""
-    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
     """Loops started after the server and cancelled at shutdown."""
     before_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Graceful-stop hooks, awaited while the server still answers (e.g. drain work)."""
@@ -67,7 +67,7 @@ class ServiceHost:
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: errors.ApiError, span: Any) -> None:
-    telemetry.set_rpc_status(span, exc.grpc_code, server=True)
+    rpc_tracing.set_rpc_status(span, exc.grpc_code, server=True)
     await context.abort(exc.grpc_code, exc.message, trailing_metadata=exc.trailing_metadata())
 
 
@@ -84,6 +84,75 @@ def _check_caller(method: str, context: grpc.aio.ServicerContext) -> None:
         raise errors.ApiError(403, f"{who} may not call {method}", "permission_denied")
 
 
+class _Guard:
+    """One method's wrapping: auth on entry, the REST query string, the server span, and every
+    failure turned into an abort with the API's envelope."""
+
+    def __init__(self, service: str, method: str, verifier: auth.KeyVerifier | None, authorize: bool) -> None:
+        self._service = service
+        self._method = method
+        self._public = method.startswith(PUBLIC_PREFIX)
+        self._verifier = verifier if self._public else None
+        self._authorize = authorize
+
+    async def _enter(self, context: grpc.aio.ServicerContext) -> None:
+        if self._authorize:
+            _check_caller(self._method, context)
+        if self._verifier is not None:
+            metadata = context.invocation_metadata() or ()
+            caller = await self._verifier.verify(auth.key_from_metadata(metadata))
+            require_scope(self._method, caller.scopes)
+            auth.current_principal.set(caller)
+
+    def _with_query(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """A REST call's query string (moved to metadata by Envoy) decoded into `request`.
+        Routes with a body (an `http_body` field) take their parameters from the body, and
+        client-streaming calls (uploads) have no single request message."""
+        if (
+            not self._public
+            or not isinstance(request, Message)
+            or rest_input.BODY_FIELD in request.DESCRIPTOR.fields_by_name
+        ):
+            return request
+        for name, value in context.invocation_metadata() or ():
+            if name == rest_input.QUERY_METADATA_KEY:
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                rest_input.apply_query(request, text)
+        return request
+
+    @contextlib.asynccontextmanager
+    async def _guarded(self, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        with rpc_tracing.server_span(self._service, self._method, context) as span:
+            try:
+                await self._enter(context)
+                yield
+                rpc_tracing.set_rpc_status(span, grpc.StatusCode.OK, server=True)
+            except errors.ApiError as exc:
+                await _abort(context, exc, span)
+            except (grpc.aio.AbortError, asyncio.CancelledError):
+                raise
+            except Exception:
+                await _abort(context, _internal_error(self._method), span)
+
+    def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async with self._guarded(context):
+                return await behaviour(self._with_query(request, context), context)
+
+        return call
+
+    def streaming(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+        if not inspect.isasyncgenfunction(behaviour):  # writes with context.write (health's Watch)
+            return self.unary(behaviour)
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async with self._guarded(context):
+                async for message in behaviour(self._with_query(request, context), context):
+                    yield message
+
+        return call
+
+
 class _Wrapper(grpc.aio.ServerInterceptor):
     def __init__(self, service: str, verifier: auth.KeyVerifier | None, authorize: bool) -> None:
         self._service = service
@@ -98,82 +167,82 @@ class _Wrapper(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None:
             return handler
-        method = details.method
-        public = method.startswith(PUBLIC_PREFIX)
-        verifier = self._verifier if public else None
-        authorize = self._authorize
-
-        async def enter(context: grpc.aio.ServicerContext) -> None:
-            if authorize:
-                _check_caller(method, context)
-            if verifier is not None:
-                metadata = context.invocation_metadata() or ()
-                caller = await verifier.verify(auth.key_from_metadata(metadata))
-                require_scope(method, caller.scopes)
-                auth.current_principal.set(caller)
-
-        def with_query(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            """A REST call's query string (moved to metadata by Envoy) decoded into `request`.
-            Routes with a body (an `http_body` field) take their parameters from the body, and
-            client-streaming calls (uploads) have no single request message."""
-            if (
-                not public
-                or not isinstance(request, Message)
-                or rest_input.BODY_FIELD in request.DESCRIPTOR.fields_by_name
-            ):
-                return request
-            for name, value in context.invocation_metadata() or ():
-                if name == rest_input.QUERY_METADATA_KEY:
-                    text = value.decode("latin-1") if isinstance(value, bytes) else value
-                    rest_input.apply_query(request, text)
-            return request
-
-        service = self._service
-
-        @contextlib.asynccontextmanager
-        async def guarded(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-            """Auth, the server span, and every failure turned into an abort with the envelope."""
-            with telemetry.server_span(service, method, context) as span:
-                try:
-                    await enter(context)
-                    yield
-                    telemetry.set_rpc_status(span, grpc.StatusCode.OK, server=True)
-                except errors.ApiError as exc:
-                    await _abort(context, exc, span)
-                except (grpc.aio.AbortError, asyncio.CancelledError):
-                    raise
-                except Exception:
-                    await _abort(context, _internal_error(method), span)
-
-        def guard(behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                async with guarded(context):
-                    return await behaviour(with_query(request, context), context)
-
-            return call
-
-        def guard_stream(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-            if not inspect.isasyncgenfunction(behaviour):  # writes with context.write (health's Watch)
-                return guard(behaviour)
-
-            async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                async with guarded(context):
-                    async for message in behaviour(with_query(request, context), context):
-                        yield message
-
-            return call
-
+        guard = _Guard(self._service, details.method, self._verifier, self._authorize)
         serializers = {
             "request_deserializer": handler.request_deserializer,
             "response_serializer": handler.response_serializer,
         }
         if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(guard(handler.unary_unary), **serializers)
+            return grpc.unary_unary_rpc_method_handler(guard.unary(handler.unary_unary), **serializers)
         if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(guard(handler.stream_unary), **serializers)
+            return grpc.stream_unary_rpc_method_handler(guard.unary(handler.stream_unary), **serializers)
         if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(guard_stream(handler.unary_stream), **serializers)
-        return grpc.stream_stream_rpc_method_handler(guard_stream(handler.stream_stream), **serializers)
+            return grpc.unary_stream_rpc_method_handler(guard.streaming(handler.unary_stream), **serializers)
+        return grpc.stream_stream_rpc_method_handler(guard.streaming(handler.stream_stream), **serializers)
+
+
+_Started = tuple[ServiceHost, grpc.aio.Server, health_aio.HealthServicer, list[str]]
+
+
+async def _start(
+    host: ServiceHost, settings: Settings, verifier: auth.KeyVerifier | None, material: Any
+) -> _Started:
+    """Listen and serve `host`, all its names answering SERVING to health checks."""
+    server = grpc.aio.server(
+        interceptors=[_Wrapper(host.name, verifier if host.public else None, material is not None)],
+        # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind and
+        # silently receive half the calls. Without it, a taken port is an error.
+        options=[*channel_options(settings), ("grpc.so_reuseport", 0)],
+    )
+    names = host.register(server)
+    health = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    address = f"{settings.host}:{host.port}"
+    try:  # gRPC answers a failed bind with 0 or with RuntimeError, by version
+        if material is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, tls.server_credentials(material))
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise RuntimeError(f"{host.name}: cannot listen on {settings.host}:{host.port} (taken?)")
+    await server.start()
+    for name in ["", *names]:
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info("%s serving on %s (%s)", host.name, address, "mutual TLS" if material else "PLAINTEXT")
+    return host, server, health, names
+
+
+async def _until_stopped(stop: asyncio.Event, tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for `stop`; a background loop may end, and one that fails ends the process."""
+    waiter = asyncio.create_task(stop.wait())
+    pending: set[asyncio.Task[Any]] = {waiter, *tasks}
+    while not waiter.done():
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not waiter and not task.cancelled() and (failure := task.exception()) is not None:
+                raise failure
+
+
+async def _shut_down(started: list[_Started], tasks: list[asyncio.Task[None]], grace_s: float) -> None:
+    """NOT_SERVING first, then the graceful-stop hooks, the loops, the servers, the clean-ups."""
+    for _host, _server, health, names in started:
+        for name in ["", *names]:
+            await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    for host, *_ in started:
+        for hook in host.before_stop:
+            try:
+                await asyncio.wait_for(hook(), grace_s * 3)
+            except Exception:
+                log.exception("%s: graceful stop failed", host.name)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*(server.stop(grace_s) for _h, server, _hs, _n in started))
+    for host, *_ in started:
+        for hook in host.on_stop:
+            await hook()
 
 
 async def run_hosts(
@@ -189,7 +258,7 @@ async def run_hosts(
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    started: list[tuple[ServiceHost, grpc.aio.Server, health_aio.HealthServicer, list[str]]] = []
+    started: list[_Started] = []
     tasks: list[asyncio.Task[None]] = []
     if settings.insecure_internal:
         log.warning(tls.INSECURE_WARNING)
@@ -197,53 +266,8 @@ async def run_hosts(
     materials = {host.name: tls.material(settings, host.name) for host in hosts}
     try:
         for host in hosts:
-            material = materials[host.name]
-            server = grpc.aio.server(
-                interceptors=[_Wrapper(host.name, verifier if host.public else None, material is not None)],
-                # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind
-                # and silently receive half the calls. Without it, a taken port is an error.
-                options=[*channel_options(settings), ("grpc.so_reuseport", 0)],
-            )
-            names = host.register(server)
-            health = health_aio.HealthServicer()
-            health_pb2_grpc.add_HealthServicer_to_server(health, server)
-            address = f"{settings.host}:{host.port}"
-            try:  # gRPC answers a failed bind with 0 or with RuntimeError, by version
-                if material is None:
-                    bound = server.add_insecure_port(address)
-                else:
-                    bound = server.add_secure_port(address, tls.server_credentials(material))
-            except RuntimeError:
-                bound = 0
-            if bound == 0:
-                raise RuntimeError(f"{host.name}: cannot listen on {settings.host}:{host.port} (taken?)")
-            await server.start()
-            for name in ["", *names]:
-                await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-            started.append((host, server, health, names))
+            started.append(await _start(host, settings, verifier, materials[host.name]))
             tasks += [asyncio.create_task(loop_fn(), name=f"{host.name}-bg") for loop_fn in host.background]
-            log.info("%s serving on %s (%s)", host.name, address, "mutual TLS" if material else "PLAINTEXT")
-        waiter = asyncio.create_task(stop.wait())
-        pending: set[asyncio.Task[Any]] = {waiter, *tasks}
-        while not waiter.done():
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:  # a background loop may end; one that fails ends the process
-                if task is not waiter and not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+        await _until_stopped(stop, tasks)
     finally:
-        for _host, _server, health, names in started:
-            for name in ["", *names]:
-                await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        for host, *_ in started:
-            for hook in host.before_stop:
-                try:
-                    await asyncio.wait_for(hook(), grace_s * 3)
-                except Exception:
-                    log.exception("%s: graceful stop failed", host.name)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.gather(*(server.stop(grace_s) for _h, server, _hs, _n in started))
-        for host, *_ in started:
-            for hook in host.on_stop:
-                await hook()
+        await _shut_down(started, tasks, grace_s)

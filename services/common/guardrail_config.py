@@ -2,7 +2,7 @@
 
 Stored inside the project's policy JSON (`access_policy.Policy.guardrails`) and set with
 `batchgate projects set-guardrails`; ingest builds the chain from them
-(`services.ingest.guardrails`). Off by default: a project without them has no chain at all.
+(`batchgate.services.ingest.guardrails`). Off by default: a project without them has no chain at all.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 checked once here, so that a bad value is a startup error and nothing re-parses it later.
 
 The YAML file (`--config FILE` or `BATCHGATE_CONFIG`) uses the settings' field names as keys,
-plus the catalogue's `retry:`, `providers:` and `models:` (`services.common.catalogue`);
-environment variables are each field's `env` (`services.common.config`). Without providers,
+plus the catalogue's `retry:`, `providers:` and `models:` (`batchgate.services.common.catalogue`);
+environment variables are each field's `env` (`batchgate.services.common.config`). Without providers,
 every model is served by the built-in simulator.
 """
 
@@ -17,8 +17,13 @@ from typing import Any
 
 import yaml
 
-from services.common.catalogue import CATALOGUE_KEYS, check_catalogue, parse_catalogue, simulated_catalogue
-from services.common.config import LOG_FORMATS, Settings, env_fields, parse_window
+from batchgate.services.common.catalogue import (
+    CATALOGUE_KEYS,
+    check_catalogue,
+    parse_catalogue,
+    simulated_catalogue,
+)
+from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields, parse_window
 
 MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
 

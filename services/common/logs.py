@@ -23,7 +23,7 @@ CONTEXT_FIELDS = ("batch_id", "custom_id", "item_index", "executor_id")
 MASK = "[REDACTED]"
 MIN_SECRET_CHARS = 8  # shorter "keys" (test placeholders) would mask ordinary words
 _SHAPED_SECRETS = re.compile(
-    r"bg-[A-Za-z0-9_-]{16,}"  # batchgate API keys (services.common.auth)
+    r"bg-[A-Za-z0-9_-]{16,}"  # batchgate API keys (batchgate.services.common.auth)
     r"|(?<=[Bb]earer )[^\s'\",]+"  # Authorization: Bearer …
     r"|(?<=x-api-key': ')[^']+|(?<=x-api-key\": \")[^\"]+"  # headers printed as a dict
 )

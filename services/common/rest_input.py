@@ -38,8 +38,8 @@ import orjson
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from services.common import errors
-from services.common import proto_values as pv
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
 
 BODY_FIELD = "http_body"
 QUERY_METADATA_KEY = "x-oai-query"
@@ -81,7 +81,7 @@ def _kind(value: Any) -> str:
 
 
 def _is_map(field: FieldDescriptor) -> bool:
-    return field.type == _F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
+    return bool(field.type == _F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry)
 
 
 def _expected_single(field: FieldDescriptor) -> str:
@@ -220,9 +220,9 @@ def _decode_message(target: Message, field: FieldDescriptor, value: Any, path: s
     if shape is None:
         target.CopyFrom(pv.from_python(value))
     elif shape is dict:
-        target.update(value)  # type: ignore[attr-defined]
+        target.update(value)
     else:
-        target.extend(value)  # type: ignore[attr-defined]
+        target.extend(value)
 
 
 def _is_json(content_type: str) -> bool:
@@ -240,12 +240,12 @@ def decode_body(request: M, keep_json: Collection[str] = ()) -> tuple[M, dict[st
     for data the caller only writes out again (inline requests). A request without
     `http_body` (native gRPC) comes back as it is, with no JSON values.
     """
-    if not request.HasField(BODY_FIELD):  # type: ignore[arg-type]
+    if not request.HasField(BODY_FIELD):
         return request, {}
     body = getattr(request, BODY_FIELD)
     typed = type(request)()
     typed.CopyFrom(request)
-    typed.ClearField(BODY_FIELD)  # type: ignore[arg-type]
+    typed.ClearField(BODY_FIELD)
     path_params = {field.name for field, _ in typed.ListFields()}
     if not body.data:
         return typed, {}

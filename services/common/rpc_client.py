@@ -22,9 +22,9 @@ from typing import Any
 
 import grpc
 
-from services.common import telemetry, tls
-from services.common.config import Settings
-from services.common.grpc_server import channel_options
+from batchgate.services.common import rpc_tracing, tls
+from batchgate.services.common.config import Settings
+from batchgate.services.common.grpc_server import channel_options
 
 SERVICE_CONFIG = json.dumps(
     {"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}
@@ -58,7 +58,7 @@ def channel(settings: Settings, service: str, caller: str) -> grpc.aio.Channel:
     trace context and, when `caller` traces, gets a client span)."""
     address = target(settings, service)
     options = [*channel_options(settings), ("grpc.service_config", SERVICE_CONFIG)]
-    interceptors = telemetry.client_interceptors(caller)
+    interceptors = rpc_tracing.client_interceptors(caller)
     material = tls.material(settings, caller)
     if material is None:
         return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
@@ -69,7 +69,7 @@ def channel(settings: Settings, service: str, caller: str) -> grpc.aio.Channel:
             address, tls.channel_credentials(pem), options=options, interceptors=interceptors
         )
 
-    return ReloadingChannel(material, make)  # type: ignore[return-value]
+    return ReloadingChannel(material, make)
 
 
 class _MultiCallable:

@@ -2,8 +2,8 @@
 
 The values are what the database holds (and the API prints); the enums are `StrEnum`s, so a
 member compares equal to its stored string and binds as one. The lifecycles are data: the
-one function that moves a batch (`services.common.db.batches.transition`) and the tests read
-`BATCH_TRANSITIONS`; `ITEM_TRANSITIONS` documents the statements in `services.common.db.items`.
+one function that moves a batch (`batchgate.services.common.db.batches.transition`) and the tests read
+`BATCH_TRANSITIONS`; `ITEM_TRANSITIONS` documents the statements in `batchgate.services.common.db.items`.
 
     validating ─▶ in_progress ─▶ finalizing ─▶ completed | expired | cancelled
         │              │              ▲

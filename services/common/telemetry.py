@@ -32,12 +32,11 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import grpc
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, propagate, trace
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
-from services.common.config import Settings
+from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +49,6 @@ UNTRACED_ROOTS = ("batchgate.internal.", "grpc.health.")
 # item at once); the OTEL_BSP_* variables override both.
 SPAN_QUEUE = 16384
 SPAN_EXPORT_BATCH = 2048
-# gRPC codes a server span marks as errors (the caller's mistakes are not the server's).
-SERVER_ERROR_CODES = frozenset(
-    {
-        grpc.StatusCode.UNKNOWN,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.UNIMPLEMENTED,
-        grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DATA_LOSS,
-    }
-)
-
 _tracer_providers: dict[str, Any] = {}
 _tracers: dict[str, trace.Tracer] = {}  # one per provider: getting a tracer costs more than a span
 _meter_providers: dict[str, Any] = {}
@@ -311,9 +298,9 @@ def record_child_span(
         return None
     span = tracer(service).start_span(
         name,
-        context=_parent(traceparent),
+        context=_parent(traceparent or ""),
         attributes=attributes,
-        start_time=start_ns,  # type: ignore[arg-type]
+        start_time=start_ns,
     )
     span.end()
     return traceparent_of(span)
@@ -340,68 +327,3 @@ def current_traceparent() -> str:
     """The current span's traceparent when it is sampled, else ''."""
     span = trace.get_current_span()
     return traceparent_of(span) if span.get_span_context().trace_flags.sampled else ""
-
-
-# --- gRPC --------------------------------------------------------------------------------------
-
-
-def _rpc_attributes(method: str) -> dict[str, Any]:
-    rpc_service, _, rpc_method = method.lstrip("/").rpartition("/")
-    return {"rpc.system": "grpc", "rpc.service": rpc_service, "rpc.method": rpc_method}
-
-
-def set_rpc_status(span: trace.Span | None, code: grpc.StatusCode, server: bool) -> None:
-    """RPC semantic conventions: the gRPC status as an attribute; an error status for every
-    failed call on the client side, and for the server's own failures on the server side."""
-    if span is None or not span.is_recording():
-        return
-    span.set_attribute("rpc.grpc.status_code", code.value[0])
-    if code != grpc.StatusCode.OK and (not server or code in SERVER_ERROR_CODES):
-        span.set_status(Status(StatusCode.ERROR, code.name))
-
-
-@contextlib.contextmanager
-def server_span(service: str, method: str, context: grpc.aio.ServicerContext) -> Iterator[trace.Span | None]:
-    """A server span for one handler of `service`, continuing the caller's trace (W3C
-    `traceparent` in the call's metadata)."""
-    if service not in _tracer_providers:
-        yield None
-        return
-    carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-    with tracer(service).start_as_current_span(
-        method.lstrip("/"),
-        context=propagate.extract(carrier),
-        kind=SpanKind.SERVER,
-        attributes=_rpc_attributes(method),
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        yield span
-
-
-class _ClientInterceptor(grpc.aio.UnaryUnaryClientInterceptor):
-    """A client span per call and the trace context in its metadata (every internal call is
-    unary)."""
-
-    def __init__(self, service: str) -> None:
-        self._service = service
-
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        if self._service not in _tracer_providers:
-            return await continuation(details, request)
-        method = details.method.decode() if isinstance(details.method, bytes) else details.method
-        with tracer(self._service).start_as_current_span(
-            method.lstrip("/"), kind=SpanKind.CLIENT, attributes=_rpc_attributes(method)
-        ) as span:
-            carrier: dict[str, str] = {}
-            propagate.inject(carrier)
-            call = await continuation(
-                details._replace(metadata=[*(details.metadata or ()), *carrier.items()]), request
-            )
-            set_rpc_status(span, await call.code(), server=False)
-            return call
-
-
-def client_interceptors(service: str) -> list[grpc.aio.ClientInterceptor]:
-    """Interceptors for the channels `service` calls other services on."""
-    return [_ClientInterceptor(service)]

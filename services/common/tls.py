@@ -25,7 +25,7 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from services.common.config import Settings
+from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from services.common import errors
-from services.common.config import Settings
+from batchgate.services.common import errors
+from batchgate.services.common.config import Settings
 
 SCHEMES = ("http", "https")
 MAX_URL_LENGTH = 2048
@@ -76,7 +76,7 @@ async def allowed_addresses(url: str, allowed: Sequence[Network]) -> list[str]:
                 infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (OSError, TimeoutError):
             raise RefusedUrl(f"The host {host!r} cannot be resolved.") from None
-        addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     refused = [a for a in addresses if not address_allowed(a, allowed)]
     if refused or not addresses:
         raise RefusedUrl(

@@ -36,9 +36,14 @@ from typing import Any
 
 import orjson
 
-from services.common.catalogue import ProviderConfig
-from services.common.errors import ApiError
-from services.executor.upstream import UnsupportedRequest, UpstreamAnswer, UpstreamRequest, parse_answer
+from batchgate.services.common.catalogue import ProviderConfig
+from batchgate.services.common.errors import ApiError
+from batchgate.services.executor.upstream import (
+    UnsupportedRequest,
+    UpstreamAnswer,
+    UpstreamRequest,
+    parse_answer,
+)
 
 DROPPED = frozenset(
     {

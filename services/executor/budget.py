@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
-from services.executor.limits import Key
+from batchgate.services.executor.limits import Key
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeter, Observation
 
@@ -21,9 +22,7 @@ RETRY_KEYS = ("batchgate.provider", "gen_ai.request.model", "reason")
 TOKEN_KEYS = ("batchgate.provider", "gen_ai.request.model", "gen_ai.token.type")
 
 
-def _observer(
-    tally: Counter[tuple[object, ...]], keys: tuple[str, ...]
-) -> Callable[..., Iterable[Observation]]:
+def _observer(tally: Counter[tuple[Any, ...]], keys: tuple[str, ...]) -> Callable[..., Iterable[Observation]]:
     def observe(_options: CallbackOptions) -> Iterable[Observation]:
         snapshot = dict(tally)  # one C-level copy: the event loop keeps counting meanwhile
         return [Observation(count, dict(zip(keys, key, strict=True))) for key, count in snapshot.items()]

@@ -38,15 +38,16 @@ import orjson
 from opentelemetry import trace
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from services.common import telemetry
-from services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
-from services.common.config import Settings
-from services.executor import spans
-from services.executor.anthropic import AnthropicMessages
-from services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
-from services.executor.metrics import ExecutorMetrics
-from services.executor.rate_signals import retry_after_s, spent_window_s
-from services.executor.upstream import (
+from batchgate.services.common import telemetry
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.config import Settings
+from batchgate.services.executor import outcomes, spans
+from batchgate.services.executor.anthropic import AnthropicMessages
+from batchgate.services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
+from batchgate.services.executor.metrics import ExecutorMetrics
+from batchgate.services.executor.outcomes import Result, TransportFailure
+from batchgate.services.executor.rate_signals import retry_after_s, spent_window_s
+from batchgate.services.executor.upstream import (
     Adapter,
     OpenAICompatible,
     UnsupportedRequest,
@@ -54,27 +55,12 @@ from services.executor.upstream import (
     UpstreamRequest,
     unsupported_answer,
 )
-from services.executor.usage import estimate_tokens, usage_of
+from batchgate.services.executor.usage import estimate_tokens, usage_of
 
 log = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 KEEPALIVE_S = 30.0
-
-
-@dataclass(frozen=True)
-class TransportFailure:
-    """No HTTP answer: the time limit passed or the connection failed."""
-
-    code: str
-    message: str
-
-
-Result = UpstreamAnswer | TransportFailure
-
-
-class NotStarted(Exception):
-    """The item's batch stopped before the item's first upstream call: hand it back."""
 
 
 class _Stopped(Exception):
@@ -233,7 +219,7 @@ class ItemRunner:
         then in their `Control.order`."""
         control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
-            return _logged(item, await self._run(item, control, None))
+            return outcomes.logged(item, await self._run(item, control, None))
         with telemetry.child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
@@ -241,7 +227,7 @@ class ItemRunner:
             outcome = await self._run(item, control, span)
             spans.end_run(span, outcome)
             outcome.traceparent = telemetry.traceparent_of(span)
-            return _logged(item, outcome)
+            return outcomes.logged(item, outcome)
 
     async def _run(
         self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
@@ -249,7 +235,7 @@ class ItemRunner:
         chain = self._chain(item.model)
         if not chain:
             failure = TransportFailure("model_not_found", f"The model {item.model!r} is not configured.")
-            return _failure(item, failure, "", "", 0)
+            return outcomes.failure(item, failure, "", "", 0)
         policy = self._settings.retry
         estimate = self._estimate(item, chain)
         item_rank = rank(item.priority_tier, item.priority, control.order)
@@ -273,18 +259,18 @@ class ItemRunner:
                     else:
                         answered = await self._traced_call(call, retry, calls + 1)
                 except _Stopped:
-                    return _stopped(item, last, calls)
+                    return outcomes.stopped(item, last, calls)
                 calls += 1
                 result = answered.result
                 if isinstance(result, UpstreamAnswer) and 200 <= result.status_code < 300:
-                    outcome = _success(
+                    outcome = outcomes.success(
                         item, result, model.name, provider.config.name, calls, answered.latency_ms
                     )
                     self._metrics.tokens(model.name, provider.config.name, outcome.usage)
                     return outcome
                 last = result, model
                 if isinstance(result, UpstreamAnswer) and result.status_code not in RETRYABLE_STATUS:
-                    return _failure(item, result, model.name, provider.config.name, calls)
+                    return outcomes.failure(item, result, model.name, provider.config.name, calls)
                 if retry + 1 < policy.max_attempts:
                     reason = result.code if isinstance(result, TransportFailure) else str(result.status_code)
                     self._metrics.retry(model.name, provider.config.name, reason)
@@ -292,7 +278,7 @@ class ItemRunner:
                     await control.pause(min(wait, provider.timeout_s))
         assert last is not None
         result, model = last
-        return _failure(item, result, model.name, model.provider, calls)
+        return outcomes.failure(item, result, model.name, model.provider, calls)
 
     async def _traced_call(self, call: _Call, retry: int, number: int) -> _Answered:
         """`_call` as an attempt span of the item's trace (made once the call may start)."""
@@ -350,7 +336,7 @@ class ItemRunner:
                     )
             else:
                 answered = await self._post(provider, request, headers)
-            latency_ms = _ms_since(started)
+            latency_ms = outcomes.ms_since(started)
             if isinstance(answered, TransportFailure):
                 self._observe(call, time.monotonic() - started, 0, answered.code)
                 return _Answered(answered, None, latency_ms)
@@ -402,73 +388,3 @@ class ItemRunner:
             status,
             failure or (str(status) if status >= 400 else None),
         )
-
-
-def _logged(item: scheduler_pb2.LeasedItem, outcome: recorder_pb2.Outcome) -> recorder_pb2.Outcome:
-    """A failed item is logged (inside its run span when traced, so the line leads to the trace)."""
-    if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
-        log.info(
-            "%s/%d failed: %s after %d upstream call(s)",
-            item.ref.batch_id,
-            item.ref.index,
-            outcome.error_code or f"HTTP {outcome.status_code}",
-            outcome.attempts,
-            extra={"batch_id": item.ref.batch_id, "item_index": item.ref.index, "custom_id": item.custom_id},
-        )
-    return outcome
-
-
-def _stopped(
-    item: scheduler_pb2.LeasedItem, last: tuple[Result, ModelConfig] | None, calls: int
-) -> recorder_pb2.Outcome:
-    """The outcome of an item whose batch stopped: its last answer, if it made any call."""
-    if not calls or last is None:
-        raise NotStarted
-    result, model = last
-    return _failure(item, result, model.name, model.provider, calls)
-
-
-def _ms_since(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
-
-
-def _success(
-    item: scheduler_pb2.LeasedItem,
-    answer: UpstreamAnswer,
-    model: str,
-    provider: str,
-    calls: int,
-    latency_ms: int,
-) -> recorder_pb2.Outcome:
-    return recorder_pb2.Outcome(
-        ref=item.ref,
-        state=recorder_pb2.OUTCOME_STATE_SUCCEEDED,
-        status_code=answer.status_code,
-        response_body=answer.body,
-        request_id=answer.request_id,
-        model=model,
-        provider=provider,
-        usage=usage_of(answer.parsed),
-        attempts=calls,
-        latency_ms=latency_ms,
-    )
-
-
-def _failure(
-    item: scheduler_pb2.LeasedItem, result: Result, model: str, provider: str, calls: int
-) -> recorder_pb2.Outcome:
-    outcome = recorder_pb2.Outcome(
-        ref=item.ref,
-        state=recorder_pb2.OUTCOME_STATE_FAILED,
-        model=model,
-        provider=provider,
-        attempts=calls,
-    )
-    if isinstance(result, UpstreamAnswer):
-        outcome.status_code = result.status_code
-        outcome.response_body = result.body
-        outcome.request_id = result.request_id
-    else:
-        outcome.error_code = result.code
-        outcome.error_message = result.message
-    return outcome

@@ -5,15 +5,16 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_grpc, scheduler_pb2_grpc
-from services.common import rpc_client, telemetry
-from services.common.config import Settings
-from services.common.grpc_server import ServiceHost
-from services.executor.budget import BudgetClient
-from services.executor.limits import Dispatcher
-from services.executor.metrics import ExecutorMetrics
-from services.executor.runner import ItemRunner
-from services.executor.servicer import ExecutorServicer
-from services.executor.worker import Executor, new_executor_id
+from batchgate.services.common import rpc_client, telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.executor.budget import BudgetClient
+from batchgate.services.executor.held import new_executor_id
+from batchgate.services.executor.limits import Dispatcher
+from batchgate.services.executor.metrics import ExecutorMetrics
+from batchgate.services.executor.runner import ItemRunner
+from batchgate.services.executor.servicer import ExecutorServicer
+from batchgate.services.executor.worker import Executor
 
 
 def build(settings: Settings, port: int | None = None) -> ServiceHost:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc
-from services.executor.worker import Executor
+from batchgate.services.executor.worker import Executor
 
 
 class ExecutorServicer(executor_pb2_grpc.ExecutorServiceServicer):

@@ -19,11 +19,11 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from services.common import telemetry
-from services.common.catalogue import ModelConfig, ProviderConfig
-from services.common.states import ItemState
-from services.executor.upstream import UpstreamAnswer, UpstreamRequest
-from services.executor.usage import usage_of
+from batchgate.services.common import telemetry
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig
+from batchgate.services.common.states import ItemState
+from batchgate.services.executor.upstream import UpstreamAnswer, UpstreamRequest
+from batchgate.services.executor.usage import usage_of
 
 CONTENT_MAX_CHARS = 16384
 REQUEST_PARAMETERS = {

@@ -3,7 +3,7 @@ comes back in OpenAI's shape.
 
 `OpenAICompatible` passes requests through (OpenAI, vLLM, Ollama, llama.cpp all speak the same
 API); only the model name is rewritten when the provider calls it differently. The Anthropic
-adapter (`services.executor.anthropic`) translates chat completions both ways. An adapter that
+adapter (`batchgate.services.executor.anthropic`) translates chat completions both ways. An adapter that
 cannot express a request raises `UnsupportedRequest`: the item fails at once with a 400 in
 OpenAI's error shape, as the provider itself would have answered.
 """
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from services.common.catalogue import ProviderConfig
-from services.common.errors import ApiError
+from batchgate.services.common.catalogue import ProviderConfig
+from batchgate.services.common.errors import ApiError
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,8 @@
   (expiry: their results are refused anyway). Heartbeats name the held batches, so a stop the
   stream missed (a reconnect) is caught within a beat. The runner checks again right before
   each HTTP call, so none starts once the stop has arrived.
-- **Outcomes go as they finish.** A group is sent as soon as the previous one is acknowledged
-  (at most `result_batch_max`, after waiting `result_flush_ms` for company), so outcomes wait
-  for results about one round trip and a `kill -9` repeats little beyond what was running
-  upstream. A failed send is retried; a repeat is harmless (results deduplicates by fencing
-  token). A held item keeps its lease until results has acknowledged its outcome.
+- **Outcomes go as they finish** (`outbox`), in groups; a held item keeps its lease until
+  results has acknowledged its outcome.
 - A scheduler or results that is down or restarting is retried with a short, capped backoff;
   nothing here exits.
 - On shutdown, leasing stops, unstarted items are handed back, running items get a grace
@@ -41,7 +38,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import grpc
@@ -53,74 +49,29 @@ from batchgate.internal.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-from services.common.config import Settings
-from services.executor.runner import Control, ItemRunner, NotStarted
+from batchgate.services.common.config import Settings
+from batchgate.services.executor.held import (
+    Held,
+    Key,
+    Stats,
+    StoppedBatches,
+    lowest_waiting,
+    lowest_waiting_first,
+    new_executor_id,
+    new_request_id,
+    sleep_unless,
+    wait_any,
+)
+from batchgate.services.executor.outbox import RPC_RETRY_MAX_S, RPC_RETRY_S, Outbox, Retry
+from batchgate.services.executor.outcomes import NotStarted, internal_failure
+from batchgate.services.executor.runner import Control, ItemRunner
 
 log = logging.getLogger(__name__)
 
-RPC_RETRY_S = 0.25
-RPC_RETRY_MAX_S = 2.0
 SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
 FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
 BEATS_PER_TTL = 5  # heartbeats per lease time: four may fail before the session lapses
 OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
-STOP_MEMORY_S = 600.0  # a stopped batch is remembered this long (for leases that raced its stop)
-
-Key = tuple[str, int]
-
-
-def new_executor_id() -> str:
-    return f"executor-{uuid.uuid4().hex[:12]}"
-
-
-def _new_request_id() -> str:
-    return uuid.uuid4().hex
-
-
-@dataclass
-class _Held:
-    ref: items_pb2.ItemRef
-    session: str
-    """The session that leased it."""
-    priority: tuple[int, int]
-    """(tier, integer priority) of its batch."""
-    control: Control = field(default_factory=Control)
-    task: asyncio.Task[None] | None = None
-
-    @property
-    def waiting(self) -> bool:
-        """Held, not started, not finished: it can be handed back without a trace."""
-        return not self.control.started and self.task is not None and not self.task.done()
-
-
-@dataclass
-class Stats:
-    finished: int = 0
-    refused: int = 0
-    lost: int = 0
-
-
-@dataclass
-class _Retry:
-    """Capped exponential waits between tries of one RPC, logging the first failure of a run."""
-
-    what: str
-    failures: int = 0
-
-    @property
-    def wait_s(self) -> float:
-        return min(RPC_RETRY_S * 2 ** max(self.failures - 1, 0), RPC_RETRY_MAX_S)
-
-    def failed(self, exc: grpc.aio.AioRpcError) -> float:
-        self.failures += 1
-        if self.failures == 1:
-            log.warning("%s failed (%s); retrying", self.what, exc.code())
-        return self.wait_s
-
-    def succeeded(self) -> None:
-        if self.failures:
-            log.info("%s works again after %d failed tries", self.what, self.failures)
-        self.failures = 0
 
 
 @dataclass
@@ -133,17 +84,14 @@ class Executor:
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        self._held: dict[Key, _Held] = {}  # every held item: waiting, running or awaiting acknowledgement
-        self._stopped: dict[str, tuple[bool, float]] = {}  # batch → (hard, when we heard)
-        self._outbox: list[recorder_pb2.Outcome] = []
-        self._outbox_ready = asyncio.Event()
-        self._flushing = asyncio.Lock()
+        self._held: dict[Key, Held] = {}  # every held item: waiting, running or awaiting acknowledgement
+        self._stopped = StoppedBatches()
+        self._outbox = Outbox(self.settings, self._record, self._acknowledged)
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
         self._stopping = asyncio.Event()
         self._stopped_running = asyncio.Event()
         self._lease_ttl_s = self.settings.lease_ttl_s  # until the scheduler says otherwise
-        self._flush_retry = _Retry("RecordResults")
         self._background: set[asyncio.Task[None]] = set()
 
     @property
@@ -165,7 +113,7 @@ class Executor:
 
     async def run(self) -> None:
         helpers = [
-            asyncio.create_task(self._flush_loop(), name="flush"),
+            asyncio.create_task(self._outbox.run(), name="flush"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._watch_loop(), name="watch-stops"),
         ]
@@ -186,13 +134,13 @@ class Executor:
     # --- leasing -----------------------------------------------------------------------------
 
     async def _lease_loop(self) -> None:
-        retry = _Retry("LeaseItems")
-        request_id, unanswered = _new_request_id(), False
+        retry = Retry("LeaseItems")
+        request_id, unanswered = new_request_id(), False
         while not self._stopping.is_set():
             free = self._free_slots()
             if free <= 0:
                 self._slot_freed.clear()
-                await _wait_any(self._slot_freed, self._stopping)
+                await wait_any(self._slot_freed, self._stopping)
                 continue
             session = self.executor_id
             request = scheduler_pb2.LeaseItemsRequest(
@@ -202,7 +150,7 @@ class Executor:
                 request_id=request_id,
                 retry=unanswered,
             )
-            if (lowest := self._lowest_waiting()) is not None:
+            if (lowest := lowest_waiting(self._held.values())) is not None:
                 request.outrank.tier, request.outrank.priority = lowest
             call = asyncio.ensure_future(
                 self.scheduler.LeaseItems(request, timeout=self.settings.lease_wait_ms / 1000 + 30)
@@ -218,21 +166,17 @@ class Executor:
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
                     self._session_lost(session)
-                    request_id, unanswered = _new_request_id(), False
+                    request_id, unanswered = new_request_id(), False
                     continue
                 unanswered = True  # it may have leased: ask again under the same id
-                await _sleep_unless(self._stopping, retry.failed(exc))
+                await sleep_unless(self._stopping, retry.failed(exc))
                 continue
             retry.succeeded()
-            request_id, unanswered = _new_request_id(), False
+            request_id, unanswered = new_request_id(), False
             if answer.lease_ttl_ms:
                 self._lease_ttl_s = answer.lease_ttl_ms / 1000
             self._take(answer.items, session)
             self._shed_surplus()
-
-    def _lowest_waiting(self) -> tuple[int, int] | None:
-        """The lowest priority among held items waiting to start."""
-        return min((h.priority for h in self._held.values() if h.waiting), default=None)
 
     def _shed_surplus(self) -> None:
         """Outranking work came in beyond what the executor holds at most: hand back as many
@@ -240,9 +184,7 @@ class Executor:
         surplus = len(self._held) - OUTSTANDING_FACTOR * self.capacity
         if surplus <= 0:
             return
-        waiting = sorted(
-            (h for h in self._held.values() if h.waiting), key=lambda h: (h.priority, -h.control.order)
-        )[:surplus]
+        waiting = lowest_waiting_first(self._held.values(), surplus)
         for held in waiting:
             held.task.cancel()  # type: ignore[union-attr]
             self._forget(held)
@@ -258,26 +200,25 @@ class Executor:
             return
         refused: list[items_pb2.ItemRef] = []
         for item in items:
-            stop = self._stopped.get(item.ref.batch_id)
-            if stop is not None:
-                if not stop[0]:
+            hard = self._stopped.hard(item.ref.batch_id)
+            if hard is not None:
+                if not hard:
                     refused.append(item.ref)
                 continue
-            held = _Held(ref=item.ref, session=session, priority=(item.priority_tier, item.priority))
+            held = Held(ref=item.ref, session=session, priority=(item.priority_tier, item.priority))
             self._held[(item.ref.batch_id, item.ref.index)] = held
             held.task = asyncio.create_task(self._run_item(item, held))
         if refused:
             self._hand_back(refused)
 
-    async def _run_item(self, item: scheduler_pb2.LeasedItem, held: _Held) -> None:
+    async def _run_item(self, item: scheduler_pb2.LeasedItem, held: Held) -> None:
         try:
             outcome = await self._outcome(item, held.control)
         except NotStarted:  # its batch stopped before the first call
             self._forget(held)
             self._hand_back([held.ref])
             return
-        self._outbox.append(outcome)
-        self._outbox_ready.set()
+        self._outbox.add(outcome)
 
     async def _outcome(self, item: scheduler_pb2.LeasedItem, control: Control) -> recorder_pb2.Outcome:
         try:
@@ -285,25 +226,9 @@ class Executor:
         except (asyncio.CancelledError, NotStarted):
             raise
         except Exception as exc:  # a bug in an adapter must not lose the item: record it failed
-            log.exception(
-                "running %s/%d failed",
-                item.ref.batch_id,
-                item.ref.index,
-                extra={
-                    "batch_id": item.ref.batch_id,
-                    "item_index": item.ref.index,
-                    "custom_id": item.custom_id,
-                },
-            )
-            return recorder_pb2.Outcome(
-                ref=item.ref,
-                state=recorder_pb2.OUTCOME_STATE_FAILED,
-                error_code="internal_error",
-                error_message=repr(exc)[:500],
-                model=item.model,
-            )
+            return internal_failure(item, exc)
 
-    def _forget(self, held: _Held) -> None:
+    def _forget(self, held: Held) -> None:
         key = (held.ref.batch_id, held.ref.index)
         if self._held.get(key) is held:
             del self._held[key]
@@ -328,12 +253,8 @@ class Executor:
     def _stop_batch(self, batch_id: str, hard: bool) -> None:
         """The batch starts no new item: unstarted items go back, started ones make no further
         call (`hard`: they are dropped, their leases are closed)."""
-        now = time.monotonic()
-        previous = self._stopped.get(batch_id)
-        self._stopped[batch_id] = (hard or (previous is not None and previous[0]), now)
-        if len(self._stopped) > 1000:
-            self._stopped = {b: s for b, s in self._stopped.items() if now - s[1] < STOP_MEMORY_S}
-        unstarted: list[_Held] = []
+        self._stopped.note(batch_id, hard)
+        unstarted: list[Held] = []
         for held in [h for (b, _i), h in self._held.items() if b == batch_id]:
             if held.task is None or held.task.done():
                 continue  # its outcome is on its way to results, which decides
@@ -375,10 +296,10 @@ class Executor:
         self.stats.lost += len(unfinished)
 
     async def _heartbeat_loop(self) -> None:
-        retry = _Retry("Heartbeat")
+        retry = Retry("Heartbeat")
         wait = self._lease_ttl_s / BEATS_PER_TTL
         while True:
-            await _sleep_unless(self._beat_now, wait)
+            await sleep_unless(self._beat_now, wait)
             self._beat_now.clear()
             wait = self._lease_ttl_s / BEATS_PER_TTL
             if not any(h.session == self.executor_id for h in self._held.values()):
@@ -400,7 +321,7 @@ class Executor:
                 self._stop_batch(closing.batch_id, closing.hard)
 
     async def _watch_loop(self) -> None:
-        retry = _Retry("WatchClosingBatches")
+        retry = Retry("WatchClosingBatches")
         while True:
             try:
                 stream = self.scheduler.WatchClosingBatches(
@@ -418,51 +339,26 @@ class Executor:
 
     # --- outcomes ----------------------------------------------------------------------------
 
-    async def _flush_loop(self) -> None:
-        """Send a group as soon as there is one and the previous one was acknowledged; outcomes
-        finishing during a send go out together next."""
-        while True:
-            if not self._outbox:
-                self._outbox_ready.clear()
-                await self._outbox_ready.wait()
-            if self.settings.result_flush_ms and len(self._outbox) < self.settings.result_batch_max:
-                await asyncio.sleep(self.settings.result_flush_ms / 1000)
-            if not await self._send_group():
-                await asyncio.sleep(self._flush_retry.wait_s)
+    async def _record(self, group: list[recorder_pb2.Outcome]) -> recorder_pb2.RecordResultsResponse:
+        request = recorder_pb2.RecordResultsRequest(executor_id=self.executor_id, outcomes=group)
+        answer: recorder_pb2.RecordResultsResponse = await self.recorder.RecordResults(request, timeout=30)
+        return answer
+
+    def _acknowledged(
+        self, group: list[recorder_pb2.Outcome], answer: recorder_pb2.RecordResultsResponse
+    ) -> None:
+        """Results has these outcomes: count them and free their items' slots."""
+        self.stats.finished += answer.accepted + answer.duplicates
+        self.stats.refused += len(answer.refused)
+        for outcome in group:
+            held = self._held.get((outcome.ref.batch_id, outcome.ref.index))
+            if held is not None and held.ref.attempt == outcome.ref.attempt:
+                self._forget(held)
 
     async def flush(self) -> bool:
-        """Send every waiting outcome; returns whether the outbox is empty (on failure the rest
-        stays for later)."""
-        while self._outbox:
-            if not await self._send_group():
-                return False
-        return True
-
-    async def _send_group(self) -> bool:
-        """Send the oldest group of outcomes. One send at a time: a group leaves the outbox
-        (and frees its slots) only once results acknowledged it."""
-        async with self._flushing:
-            group = self._outbox[: self.settings.result_batch_max]
-            if not group:
-                return True
-            try:
-                answer = await self.recorder.RecordResults(
-                    recorder_pb2.RecordResultsRequest(executor_id=self.executor_id, outcomes=group),
-                    timeout=30,
-                )
-            except grpc.aio.AioRpcError as exc:
-                self._flush_retry.failed(exc)
-                return False
-            self._flush_retry.succeeded()
-            sent = {id(o) for o in group}  # the outbox may have changed during the call
-            self._outbox = [o for o in self._outbox if id(o) not in sent]
-            self.stats.finished += answer.accepted + answer.duplicates
-            self.stats.refused += len(answer.refused)
-            for outcome in group:
-                held = self._held.get((outcome.ref.batch_id, outcome.ref.index))
-                if held is not None and held.ref.attempt == outcome.ref.attempt:
-                    self._forget(held)
-            return True
+        """Send every waiting outcome; returns whether none is left (on failure the rest stays
+        for later)."""
+        return await self._outbox.flush()
 
     # --- shutdown ----------------------------------------------------------------------------
 
@@ -483,8 +379,8 @@ class Executor:
         for _ in range(FLUSH_TRIES):
             if await self.flush() or time.monotonic() > deadline:
                 break
-            await asyncio.sleep(self._flush_retry.wait_s)
-        finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox}
+            await asyncio.sleep(self._outbox.retry.wait_s)
+        finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox.pending}
         unfinished = [h.ref for h in unstarted] + [
             h.ref
             for k, h in self._held.items()
@@ -498,17 +394,3 @@ class Executor:
                     timeout=5,
                 )
                 log.info("handed back %d unfinished items", len(unfinished))
-
-
-async def _wait_any(*events: asyncio.Event) -> None:
-    waiters = [asyncio.create_task(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-
-
-async def _sleep_unless(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)

@@ -31,22 +31,26 @@ from typing import Any, NoReturn
 import orjson
 
 from batchgate.internal.v1 import spend_pb2_grpc
-from batchgate.v1 import batches_pb2
-from services.common import errors, telemetry
-from services.common.access_policy import require_expedited
-from services.common.auth import Principal
-from services.common.config import Settings
-from services.common.db import Connection, Database, Row, batches, files, items
-from services.common.db.blobs import BlobWriter
-from services.common.faults import crash_point
-from services.common.ids import batch_id as new_batch_id
-from services.common.ids import file_id as new_file_id
-from services.common.states import BatchStatus, FilePurpose
-from services.common.webhook_urls import check_webhook_url
-from services.ingest.budget_holds import HoldTally, admit
-from services.ingest.budgets import check_budgets
-from services.ingest.create_checks import CreateOptions, check_request, check_source, request_options
-from services.ingest.create_records import (
+from batchgate.services.common import errors, telemetry
+from batchgate.services.common.access_policy import require_expedited
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow, Connection, Database, batches, files, items
+from batchgate.services.common.db.blobs import BlobWriter
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.ids import batch_id as new_batch_id
+from batchgate.services.common.ids import file_id as new_file_id
+from batchgate.services.common.states import BatchStatus, FilePurpose
+from batchgate.services.common.webhook_urls import check_webhook_url
+from batchgate.services.ingest.budget_holds import HoldTally, admit
+from batchgate.services.ingest.budgets import check_budgets
+from batchgate.services.ingest.create_checks import (
+    CreateOptions,
+    check_request,
+    check_source,
+    request_options,
+)
+from batchgate.services.ingest.create_records import (
     Checked,
     Rejection,
     Rejections,
@@ -54,11 +58,12 @@ from services.ingest.create_records import (
     error_preview,
     store_inline,
 )
-from services.ingest.guardrails import guardrails
-from services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
-from services.ingest.lookup import visible_batch, visible_file
-from services.ingest.metrics import IngestMetrics
-from services.ingest.sweeps import discard_batch
+from batchgate.services.ingest.guardrails import guardrails
+from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
+from batchgate.services.ingest.lookup import visible_batch, visible_file
+from batchgate.services.ingest.metrics import IngestMetrics
+from batchgate.services.ingest.sweeps import discard_batch
+from batchgate.v1 import batches_pb2
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +78,7 @@ METADATA_MAX_VALUE = 512
 
 @dataclass
 class CreateResult:
-    batch: Row[Any]
+    batch: AnyRow
     rejections: list[Rejection] = field(default_factory=list)
     """The first rejections (at most `rejected_preview_max`); the file has every one."""
     replayed: bool = False

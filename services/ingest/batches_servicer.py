@@ -8,18 +8,18 @@ import grpc
 import orjson
 
 from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.services.common import errors, paging, rest_input
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.auth import principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches
+from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
+from batchgate.services.ingest.create_checks import check_metadata
+from batchgate.services.ingest.idempotency import key_from_metadata
+from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.views import batch_message
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import errors, paging, rest_input
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.config import Settings
-from services.common.db import Database, batches
-from services.common.states import BATCH_TRANSITIONS, BatchStatus
-from services.ingest.batch_create import BatchCreator, CreateResult
-from services.ingest.create_checks import check_metadata
-from services.ingest.idempotency import key_from_metadata
-from services.ingest.lookup import check_cursor, visible_batch
-from services.ingest.views import batch_message
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +96,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 limit=limit + 1,
             )
         page = [batch_message(r) for r in rows[:limit]]
-        return batches_pb2.ListBatchesResponse(
-            object="list",
-            data=page,
-            has_more=len(rows) > limit,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
         """The `status` and `metadata_key`/`metadata_value` filters of a listing."""

@@ -22,11 +22,11 @@ from typing import Any
 
 import orjson
 
-from services.common import errors
-from services.common.auth import Principal
-from services.common.config import Settings
-from services.common.db import Connection, Database, batches, projects
-from services.common.faults import pause_point
+from batchgate.services.common import errors
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Connection, Database, batches, projects
+from batchgate.services.common.faults import pause_point
 
 PER_MILLION = 1_000_000
 BYTES_PER_TOKEN = 3

@@ -12,9 +12,9 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
-from services.common import errors
-from services.common.auth import Principal
-from services.common.db import Database, projects
+from batchgate.services.common import errors
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.db import Database, projects
 
 SPEND_TIMEOUT_S = 10.0
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import orjson
 
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.catalogue import SUPPORTED_ENDPOINTS
+from batchgate.services.common.config import Settings, parse_window
+from batchgate.services.common.db import AnyRow
+from batchgate.services.common.states import FilePurpose
 from batchgate.v1 import batches_pb2
-from services.common import errors
-from services.common import proto_values as pv
-from services.common.catalogue import SUPPORTED_ENDPOINTS
-from services.common.config import Settings, parse_window
-from services.common.db import Row
-from services.common.states import FilePurpose
 
 MIN_OUTPUT_EXPIRY_S = 3600
 MAX_OUTPUT_EXPIRY_S = 30 * 86400
@@ -55,7 +55,7 @@ def check_request(settings: Settings, request: batches_pb2.CreateBatchRequest, i
         )
 
 
-def check_source(settings: Settings, source: Row[Any]) -> None:
+def check_source(settings: Settings, source: AnyRow) -> None:
     """The input file can feed a batch: purpose `batch`, within the size limit."""
     if source.purpose != FilePurpose.BATCH:
         raise errors.invalid(

@@ -10,18 +10,18 @@ from typing import Any
 
 import orjson
 
+from batchgate.services.common import errors, telemetry
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.access_policy import Policy
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.blobs import BlobWriter, read_lines
+from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.ingest.budget_holds import HoldTally
+from batchgate.services.ingest.guardrails import Guardrails
+from batchgate.services.ingest.item_writer import ItemWriter, item_row
+from batchgate.services.ingest.validation import Accepted, RecordChecker
 from batchgate.v1 import batches_pb2
-from services.common import errors, telemetry
-from services.common import proto_values as pv
-from services.common.access_policy import Policy
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.blobs import BlobWriter, read_lines
-from services.common.jsonl import dumps_line, one_line
-from services.ingest.budget_holds import HoldTally
-from services.ingest.guardrails import Guardrails
-from services.ingest.item_writer import ItemWriter, item_row
-from services.ingest.validation import Accepted, RecordChecker
 
 ERROR_PREVIEW_BYTES = 5000
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -8,18 +8,17 @@ from collections.abc import AsyncIterator
 import grpc
 from google.api import httpbody_pb2
 
+from batchgate.services.common import errors, paging
+from batchgate.services.common.auth import principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches, files
+from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob
+from batchgate.services.common.ids import file_id
+from batchgate.services.common.states import ACCEPTED_PURPOSES, BatchStatus
+from batchgate.services.ingest.lookup import check_cursor, visible_file
+from batchgate.services.ingest.upload import receive_upload
+from batchgate.services.ingest.views import file_message
 from batchgate.v1 import files_pb2, files_pb2_grpc
-from services.common import errors, paging
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.config import Settings
-from services.common.db import Database, batches, files
-from services.common.db.blobs import BlobWriter, delete_blob, read_blob
-from services.common.ids import file_id
-from services.common.states import ACCEPTED_PURPOSES, BatchStatus
-from services.ingest.lookup import check_cursor, visible_file
-from services.ingest.upload import receive_upload
-from services.ingest.views import file_message
 
 FORM_FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")  # besides `file`
 MIN_EXPIRY_S = 3600
@@ -131,13 +130,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
                 limit=limit + 1,
             )
         page = [file_message(r) for r in rows[:limit]]
-        return files_pb2.ListFilesResponse(
-            object="list",
-            data=page,
-            has_more=len(rows) > limit,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return files_pb2.ListFilesResponse(**paging.page_fields(page, len(rows) > limit))
 
     async def GetFile(
         self, request: files_pb2.GetFileRequest, context: grpc.aio.ServicerContext

@@ -25,10 +25,10 @@ import aiohttp
 import orjson
 from stdnum import iban, luhn
 
-from services.common.config import Settings
-from services.common.guardrail_config import GuardrailConfig, PiiKind
-from services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.common.config import Settings
+from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 BLOCKED_CODE = "guardrail_blocked"
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")

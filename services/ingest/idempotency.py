@@ -25,8 +25,8 @@ from typing import Any
 import orjson
 from google.protobuf.message import Message
 
-from services.common import errors
-from services.common.db import Connection, Database, IntegrityError, idempotency_keys
+from batchgate.services.common import errors
+from batchgate.services.common.db import Connection, Database, IntegrityError, idempotency_keys
 
 METADATA_KEY = "idempotency-key"
 MAX_KEY_BYTES = 512
@@ -109,7 +109,7 @@ class IdempotencyKeys:
                         "idempotency_key_reused",
                         "Idempotency-Key",
                     )
-                return row.batch_id  # None: the first create is still running
+                return None if row.batch_id is None else str(row.batch_id)  # None: the first still runs
             await idempotency_keys.claim(
                 conn, project_id=project_id, key=key, request_hash=digest, now=now, replace=row is not None
             )

@@ -11,9 +11,9 @@ import asyncio
 import time
 from typing import Any
 
-from services.common.db import Database, items
-from services.common.states import ItemState
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.common.db import Database, items
+from batchgate.services.common.states import ItemState
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 INSERT_CHUNK = 500
 

@@ -6,11 +6,9 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 
 from __future__ import annotations
 
-from typing import Any
-
-from services.common import errors, paging
-from services.common.db import Connection, Database, Row, batches, files
-from services.common.ids import plausible_id
+from batchgate.services.common import errors, paging
+from batchgate.services.common.db import AnyRow, Connection, Database, batches, files
+from batchgate.services.common.ids import plausible_id
 
 
 async def visible_file(
@@ -19,7 +17,7 @@ async def visible_file(
     ident: str,
     lock_in: Database | None = None,
     param: str = "file_id",
-) -> Row[Any]:
+) -> AnyRow:
     """The caller's file `ident`, or 404 naming `param` (unknown, another project's, or expired).
 
     With `lock_in`, the row stays locked until the transaction ends (PostgreSQL), so a
@@ -33,7 +31,7 @@ async def visible_file(
     return row
 
 
-async def visible_batch(conn: Connection, project_id: str, ident: str) -> Row[Any]:
+async def visible_batch(conn: Connection, project_id: str, ident: str) -> AnyRow:
     """The caller's batch `ident`, or 404 (unknown, another project's, or still being created)."""
     if not plausible_id(ident):
         raise errors.not_found("batch", ident[:80], "batch_id")

@@ -6,7 +6,7 @@ from collections import Counter
 
 from opentelemetry.metrics import Meter, NoOpMeter
 
-from services.common.states import ItemState
+from batchgate.services.common.states import ItemState
 
 
 class IngestMetrics:

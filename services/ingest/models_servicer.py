@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import grpc
 
+from batchgate.services.common.config import Settings
 from batchgate.v1 import models_pb2, models_pb2_grpc
-from services.common.config import Settings
 
 OWNED_BY = "batchgate"
 

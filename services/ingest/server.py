@@ -5,6 +5,18 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
+from batchgate.services.common import rpc_client, telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.ingest import reflection
+from batchgate.services.ingest.batch_create import BatchCreator
+from batchgate.services.ingest.batches_servicer import BatchesServicer
+from batchgate.services.ingest.files_servicer import FilesServicer
+from batchgate.services.ingest.idempotency import IdempotencyKeys
+from batchgate.services.ingest.metrics import IngestMetrics
+from batchgate.services.ingest.models_servicer import ModelsServicer
+from batchgate.services.ingest.sweeps import run_sweeps
 from batchgate.v1 import (
     batches_pb2,
     batches_pb2_grpc,
@@ -13,18 +25,6 @@ from batchgate.v1 import (
     models_pb2,
     models_pb2_grpc,
 )
-from services.common import rpc_client, telemetry
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.grpc_server import ServiceHost
-from services.ingest import reflection
-from services.ingest.batch_create import BatchCreator
-from services.ingest.batches_servicer import BatchesServicer
-from services.ingest.files_servicer import FilesServicer
-from services.ingest.idempotency import IdempotencyKeys
-from services.ingest.metrics import IngestMetrics
-from services.ingest.models_servicer import ModelsServicer
-from services.ingest.sweeps import run_sweeps
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:

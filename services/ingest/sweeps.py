@@ -7,10 +7,10 @@ import asyncio
 import logging
 import time
 
-from services.common.config import Settings
-from services.common.db import Database, batches, files, items
-from services.common.db.blobs import delete_blob, reclaim_abandoned, reclaim_owned
-from services.ingest.idempotency import IdempotencyKeys
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches, files, items
+from batchgate.services.common.db.blobs import delete_blob, reclaim_abandoned, reclaim_owned
+from batchgate.services.ingest.idempotency import IdempotencyKeys
 
 log = logging.getLogger(__name__)
 

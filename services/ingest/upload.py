@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from services.common import errors
-from services.common.db.blobs import BlobWriter
+from batchgate.services.common import errors
+from batchgate.services.common.db.blobs import BlobWriter
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FILENAME_CHARS = 512  # files.filename
@@ -135,7 +135,7 @@ async def receive_upload(
                 raise errors.invalid("Missing multipart content type.", "invalid_content_type")
             parser = MultipartParser(
                 _boundary(content_type),
-                callbacks={  # type: ignore[arg-type]
+                callbacks={
                     "on_part_begin": collector.on_part_begin,
                     "on_header_field": collector.on_header_field,
                     "on_header_value": collector.on_header_value,

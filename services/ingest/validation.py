@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from services.common.catalogue import ModelConfig
-from services.common.config import Settings
-from services.common.errors import clip
+from batchgate.services.common.catalogue import ModelConfig
+from batchgate.services.common.config import Settings
+from batchgate.services.common.errors import clip
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.

@@ -6,12 +6,12 @@ from typing import Any
 
 import orjson
 
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow
 from batchgate.v1 import batches_pb2, files_pb2
-from services.common import proto_values as pv
-from services.common.db import Row
 
 
-def file_message(row: Row[Any]) -> files_pb2.File:
+def file_message(row: AnyRow) -> files_pb2.File:
     return files_pb2.File(
         id=row.id,
         object="file",
@@ -25,13 +25,13 @@ def file_message(row: Row[Any]) -> files_pb2.File:
     )
 
 
-def _priority(row: Row[Any]) -> Any:
+def _priority(row: AnyRow) -> Any:
     if row.priority_spelling:
         return orjson.loads(row.priority_spelling)
     return "expedited" if row.priority_tier else "standard"
 
 
-def batch_message(row: Row[Any]) -> batches_pb2.Batch:
+def batch_message(row: AnyRow) -> batches_pb2.Batch:
     errors_list = orjson.loads(row.errors) if row.errors else None
     return batches_pb2.Batch(
         id=row.id,

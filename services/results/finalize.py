@@ -28,18 +28,17 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
 
-from services.common import telemetry
-from services.common.config import Settings
-from services.common.db import Database, DatabaseError, Row, batches, files, items
-from services.common.db.blobs import BlobWriter, reclaim_owned
-from services.common.faults import crash_point
-from services.common.ids import file_id
-from services.common.states import BatchStatus, FilePurpose, ItemState
-from services.results.lines import LineRenderer
-from services.results.metrics import ResultsMetrics, error_code
-from services.results.webhook_events import enqueue_batch_event
+from batchgate.services.common import telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import AnyRow, Database, DatabaseError, batches, files, items
+from batchgate.services.common.db.blobs import BlobWriter, reclaim_owned
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.ids import file_id
+from batchgate.services.common.states import BatchStatus, FilePurpose, ItemState
+from batchgate.services.results.lines import LineRenderer
+from batchgate.services.results.metrics import ResultsMetrics, error_code
+from batchgate.services.results.webhook_events import enqueue_batch_event
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +57,15 @@ class _Claimed:
 
 async def item_pages(
     db: Database, batch_id: str, states: tuple[str, ...] | None = None, page_rows: int = PAGE_ROWS
-) -> AsyncIterator[list[Row[Any]]]:
+) -> AsyncIterator[list[AnyRow]]:
     """Yield lists of item rows (LINE_COLUMNS) in input order, one page at a time; the next
     page is read while the caller works on the current one."""
 
-    async def fetch(after: int) -> list[Row[Any]]:
+    async def fetch(after: int) -> list[AnyRow]:
         async with db.read() as conn:
             return await items.line_page(conn, batch_id, after, states, page_rows)
 
-    pending: asyncio.Task[list[Row[Any]]] | None = asyncio.create_task(fetch(-1))
+    pending: asyncio.Task[list[AnyRow]] | None = asyncio.create_task(fetch(-1))
     try:
         while pending is not None:
             rows = await pending
@@ -238,11 +237,11 @@ class Finalizer:
             for kind, writer in (("output", output), ("error", errors_out)):
                 if not counts[kind]:
                     continue
-                ids[kind] = file_id()
+                ids[kind] = new_file = file_id()
                 blob = await writer.finish(conn)
                 await files.insert_file(
                     conn,
-                    file_id=ids[kind],
+                    file_id=new_file,
                     project_id=batch.project_id,
                     filename=f"{batch_id}_{kind}.jsonl",
                     purpose=FilePurpose.BATCH_OUTPUT,

@@ -7,7 +7,7 @@
   and `"error":{"code","message"}`
 
 Upstream bodies are stored as compact JSON and spliced in as bytes, not re-parsed; characters
-that some readers take for line breaks are escaped (`services.common.jsonl`). Finalizing
+that some readers take for line breaks are escaped (`batchgate.services.common.jsonl`). Finalizing
 renders every line of a batch, so `LineRenderer` builds each line with one join and derives
 the line ids from a hash state prepared once per batch.
 """
@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from services.common.jsonl import one_line
-from services.common.states import ItemState
+from batchgate.services.common.jsonl import one_line
+from batchgate.services.common.states import ItemState
 
 STATE = 2  # position of `state` in LINE_COLUMNS
 
@@ -34,7 +34,7 @@ class LineRenderer:
     """Renders the lines of one batch's finished item rows (LINE_COLUMNS, unpacked by position:
     a row's attribute access costs more than the rest of the line).
 
-    Line ids are `services.common.ids.request_line_id(batch, index)`: the blake2b state of
+    Line ids are `batchgate.services.common.ids.request_line_id(batch, index)`: the blake2b state of
     `"<batch>:"` is hashed once and copied per line.
     """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.config import Settings
+from batchgate.services.common.config import Settings
 
 PER_MILLION = 1_000_000
 

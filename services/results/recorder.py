@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2
-from services.common import telemetry
-from services.common.config import Settings
-from services.common.db import Connection, Database, batches, items, usage
-from services.common.states import ITEM_OPEN, ITEM_REPORTED, ItemState, UsageSource
-from services.results.metrics import ResultsMetrics, error_code
-from services.results.pricing import item_cost
+from batchgate.services.common import telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Connection, Database, batches, items, usage
+from batchgate.services.common.states import ITEM_OPEN, ITEM_REPORTED, ItemState, UsageSource
+from batchgate.services.results.metrics import ResultsMetrics, error_code
+from batchgate.services.results.pricing import item_cost
 
 SUCCEEDED = recorder_pb2.OUTCOME_STATE_SUCCEEDED
 FAILED = recorder_pb2.OUTCOME_STATE_FAILED
@@ -88,10 +88,11 @@ class Recorder:
             ref = outcome.ref
             item = current.get(ref.index)
             same_lease = item is not None and ref.attempt > 0 and item.attempt == ref.attempt
-            if same_lease and (item.state in ITEM_REPORTED or ref.index in taken):
+            state = item.state if item is not None else None
+            if same_lease and (state in ITEM_REPORTED or ref.index in taken):
                 summary.duplicates += 1
                 result = "duplicate"
-            elif same_lease and item.state in ITEM_OPEN and outcome.state in (SUCCEEDED, FAILED):
+            elif same_lease and state in ITEM_OPEN and outcome.state in (SUCCEEDED, FAILED):
                 rows.append(self._row(batch_id, outcome, batch.discount, now))
                 taken.add(ref.index)
                 result = "accepted"

@@ -5,18 +5,18 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
+from batchgate.services.common import telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.results.finalize import Finalizer
+from batchgate.services.results.metrics import ResultsMetrics
+from batchgate.services.results.recorder import Recorder
+from batchgate.services.results.servicer import RecorderServicer, ResultsServicer
+from batchgate.services.results.spend import register_spend_service
+from batchgate.services.results.sweeps import run_finalize_sweep
+from batchgate.services.results.webhook_delivery import WebhookDeliverer
 from batchgate.v1 import results_pb2, results_pb2_grpc
-from services.common import telemetry
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.grpc_server import ServiceHost
-from services.results.finalize import Finalizer
-from services.results.metrics import ResultsMetrics
-from services.results.recorder import Recorder
-from services.results.servicer import RecorderServicer, ResultsServicer
-from services.results.spend import register_spend_service
-from services.results.sweeps import run_finalize_sweep
-from services.results.webhook_delivery import WebhookDeliverer
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:

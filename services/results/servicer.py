@@ -12,27 +12,26 @@ import grpc
 from google.api import httpbody_pb2
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
-from batchgate.v1 import results_pb2, results_pb2_grpc
-from services.common import errors, paging
-from services.common import proto_values as pv
-from services.common.auth import principal
-from services.common.db import Database, Row, batches
-from services.common.ids import plausible_id
-from services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
-from services.results.finalize import Finalizer, item_pages
-from services.results.lines import LineRenderer
-from services.results.recorder import Recorder
-from services.results.usage import (
+from batchgate.services.common import errors, paging
+from batchgate.services.common.auth import principal
+from batchgate.services.common.db import AnyRow, Database, batches
+from batchgate.services.common.db.usage import UsageFilter
+from batchgate.services.common.ids import plausible_id
+from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, ItemState
+from batchgate.services.results.finalize import Finalizer, item_pages
+from batchgate.services.results.lines import LineRenderer
+from batchgate.services.results.recorder import Recorder
+from batchgate.services.results.usage import (
     EVENTS_PAGE_DEFAULT,
     EVENTS_PAGE_MAX,
-    UsageFilter,
     event_message,
     group_message,
     parse_group_by,
     usage_event_page,
     usage_groups,
 )
-from services.results.webhook_views import delivery_messages
+from batchgate.services.results.webhook_views import delivery_messages
+from batchgate.v1 import results_pb2, results_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
         return recorder_pb2.FinalizeBatchResponse(status=status or "")
 
 
-async def visible_batch(db: Database, batch_id: str) -> Row[Any]:
+async def visible_batch(db: Database, batch_id: str) -> AnyRow:
     """The caller's batch (id, status), or 404 (unknown or another project's)."""
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")
@@ -137,13 +136,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
             self._db, await self._usage_filter(request), request.after, limit
         )
         page = [event_message(r) for r in rows]
-        return results_pb2.ListUsageEventsResponse(
-            object="list",
-            data=page,
-            has_more=has_more,
-            first_id=pv.string_or_null(page[0].id if page else None),
-            last_id=pv.string_or_null(page[-1].id if page else None),
-        )
+        return results_pb2.ListUsageEventsResponse(**paging.page_fields(page, has_more))
 
     async def ListWebhookDeliveries(
         self, request: results_pb2.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext

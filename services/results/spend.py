@@ -9,7 +9,7 @@ from __future__ import annotations
 import grpc
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
-from services.common.db import Database, usage
+from batchgate.services.common.db import Database, usage
 
 
 async def spend_usd(db: Database, project_id: str, api_key_id: str = "") -> tuple[float, float]:
@@ -32,4 +32,4 @@ class SpendServicer(spend_pb2_grpc.SpendServiceServicer):
 def register_spend_service(server: grpc.aio.Server, db: Database) -> str:
     """Adds SpendService to `server`; returns its full name (for health)."""
     spend_pb2_grpc.add_SpendServiceServicer_to_server(SpendServicer(db), server)
-    return spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name
+    return str(spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from services.common.db import Database, batches
-from services.results.finalize import Finalizer
+from batchgate.services.common.db import Database, batches
+from batchgate.services.results.finalize import Finalizer
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from batchgate.services.common import errors, paging
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import AnyRow, Database, batches, usage
+from batchgate.services.common.db.usage import GROUP_COLUMNS, UsageFilter
 from batchgate.v1 import results_pb2
-from services.common import errors, paging
-from services.common import proto_values as pv
-from services.common.db import Database, Row, batches, usage
-from services.common.db.usage import GROUP_COLUMNS, UsageFilter
 
 EVENT_ID_PREFIX = "usage_"
 EVENTS_PAGE_DEFAULT = 100
@@ -77,7 +77,7 @@ async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) ->
 
 async def usage_event_page(
     db: Database, where: UsageFilter, after: str, limit: int
-) -> tuple[list[Row[Any]], bool]:
+) -> tuple[list[AnyRow], bool]:
     """(events oldest first with their item's custom_id, whether more follow).
 
     `after` must be one of the project's events (400 `invalid_after` otherwise)."""
@@ -116,7 +116,7 @@ def group_message(group: dict[str, Any], group_by: list[str]) -> results_pb2.Usa
     )
 
 
-def event_message(row: Row[Any]) -> results_pb2.UsageEvent:
+def event_message(row: AnyRow) -> results_pb2.UsageEvent:
     return results_pb2.UsageEvent(
         id=f"{EVENT_ID_PREFIX}{row.id}",
         object="usage.event",

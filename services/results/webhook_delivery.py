@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from services.common.config import Settings
-from services.common.db import Database, projects, webhooks
-from services.common.states import DeliveryStatus
-from services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
-from services.results.webhook_events import signed_headers
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, projects, webhooks
+from batchgate.services.common.states import DeliveryStatus
+from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
+from batchgate.services.results.webhook_events import signed_headers
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Claim:
 def retry_delay_s(settings: Settings, attempt: int) -> float:
     """Wait after failed attempt number `attempt` (1-based): doubling, capped, with jitter."""
     base = min(settings.webhook_retry_initial_s * 2 ** (attempt - 1), settings.webhook_retry_max_s)
-    return base * (0.5 + random.random() / 2)
+    return float(base * (0.5 + random.random() / 2))
 
 
 class WebhookDeliverer:

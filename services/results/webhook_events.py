@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
-from services.common.db import Connection, Row, batches, webhooks
-from services.common.ids import new_id
-from services.common.states import BATCH_TERMINAL
+from batchgate.services.common.db import AnyRow, Connection, batches, webhooks
+from batchgate.services.common.ids import new_id
+from batchgate.services.common.states import BATCH_TERMINAL
 
 EVENT_OBJECT = "batch.event"
 EVENT_ID_HEADER = "Batchgate-Event-Id"
@@ -33,7 +33,7 @@ def _stamp(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def event_payload(batch: Row[Any], event_id: str) -> dict[str, Any]:
+def event_payload(batch: AnyRow, event_id: str) -> dict[str, Any]:
     """The JSON body of the event that `batch` (a full batches row) ended."""
     return {
         "id": batch.id,

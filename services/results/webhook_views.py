@@ -6,10 +6,10 @@ from collections import defaultdict
 
 import orjson
 
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.db import Database, webhooks
+from batchgate.services.common.states import DeliveryStatus
 from batchgate.v1 import results_pb2
-from services.common import proto_values as pv
-from services.common.db import Database, webhooks
-from services.common.states import DeliveryStatus
 
 
 async def delivery_messages(db: Database, batch_id: str) -> list[results_pb2.WebhookDelivery]:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.common.db import Database, rate_budgets
+from batchgate.services.common.db import Database, rate_budgets
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
-from services.common.db import Database
-from services.common.db.dialect import notify
-from services.scheduler.queue import Stopped
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import notify
+from batchgate.services.scheduler.queue import Stopped
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from services.common.db import Database
-from services.common.db.dialect import LeaderLock
-from services.common.states import BatchStatus
-from services.scheduler.closing_feed import ClosingFeed
-from services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
-from services.scheduler.queue import Closing, Queue, Stopped
-from services.scheduler.retention import Retention
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import LeaderLock
+from batchgate.services.common.states import BatchStatus
+from batchgate.services.scheduler.closing_feed import ClosingFeed
+from batchgate.services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
+from batchgate.services.scheduler.queue import Closing, Queue, Stopped
+from batchgate.services.scheduler.retention import Retention
 
 log = logging.getLogger(__name__)
 

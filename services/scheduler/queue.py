@@ -1,6 +1,6 @@
 """The scheduler's queue: lease, release, executor sessions and the rescue of a dead
 session's items, and closing the open items of cancelled and expired batches. The statements
-are `services.common.db.queue`; this module holds the rules.
+are `batchgate.services.common.db.queue`; this module holds the rules.
 
 A lease belongs to the executor session that took it (`items.leased_by`): it lasts as long
 as the session, which the executor keeps alive with heartbeats every few seconds, however many
@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from services.common.db import Database, batches, projects, queue
-from services.common.db.dialect import notify
-from services.common.db.queue import Ref
-from services.common.states import BatchStatus, ItemErrorCode, ItemState
-from services.scheduler.fairness import Candidate, allocate, top_group
-from services.scheduler.rate_shares import RateShares
-from services.scheduler.work_signal import WORK_CHANNEL
+from batchgate.services.common.db import Database, batches, projects, queue
+from batchgate.services.common.db.dialect import notify
+from batchgate.services.common.db.queue import Ref
+from batchgate.services.common.states import BatchStatus, ItemErrorCode, ItemState
+from batchgate.services.scheduler.fairness import Candidate, allocate, top_group
+from batchgate.services.scheduler.rate_shares import RateShares
+from batchgate.services.scheduler.work_signal import WORK_CHANNEL
 
 __all__ = ["Closing", "Lease", "Queue", "Ref", "Request", "SessionLost", "Stopped"]
 

@@ -17,10 +17,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from services.common.access_policy import Policy
-from services.common.config import Settings
-from services.common.db import Connection, Database, projects, rate_budgets
-from services.scheduler.budgets import refill
+from batchgate.services.common.access_policy import Policy
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Connection, Database, projects, rate_budgets
+from batchgate.services.scheduler.budgets import refill
 
 POLICY_CACHE_S = 5.0
 """How long a project's share is remembered (a policy change reaches leasing this late)."""

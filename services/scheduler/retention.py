@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 import time
 
-from services.common.access_policy import Policy
-from services.common.config import Settings
-from services.common.db import Database, batches, blobs, files, items, projects, usage, webhooks
+from batchgate.services.common.access_policy import Policy
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches, blobs, files, items, projects, usage, webhooks
 
 log = logging.getLogger(__name__)
 

@@ -7,20 +7,20 @@ import logging
 import grpc
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
-from services.common import rpc_client, telemetry
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.dialect import Listener
-from services.common.grpc_server import ServiceHost
-from services.scheduler.budgets import Budgets
-from services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
-from services.scheduler.maintenance import Maintenance
-from services.scheduler.metrics import SchedulerMetrics
-from services.scheduler.queue import Queue
-from services.scheduler.rate_shares import RateShares
-from services.scheduler.retention import Retention
-from services.scheduler.servicer import SchedulerServicer
-from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
+from batchgate.services.common import rpc_client, telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import Listener
+from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.scheduler.budgets import Budgets
+from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
+from batchgate.services.scheduler.maintenance import Maintenance
+from batchgate.services.scheduler.metrics import SchedulerMetrics
+from batchgate.services.scheduler.queue import Queue
+from batchgate.services.scheduler.rate_shares import RateShares
+from batchgate.services.scheduler.retention import Retention
+from batchgate.services.scheduler.servicer import SchedulerServicer
+from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
 

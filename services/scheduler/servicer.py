@@ -14,18 +14,18 @@ from collections.abc import AsyncIterator
 import grpc
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
-from services.common import errors, telemetry
-from services.common.config import Settings
-from services.common.db import Database, batches
-from services.common.db.dialect import notify
-from services.common.faults import crash_point
-from services.common.states import BatchStatus
-from services.scheduler.budgets import Ask, Budgets
-from services.scheduler.closing_feed import ClosingFeed
-from services.scheduler.maintenance import Maintenance
-from services.scheduler.metrics import SchedulerMetrics, tier_name
-from services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
-from services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
+from batchgate.services.common import errors, telemetry
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database, batches
+from batchgate.services.common.db.dialect import notify
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.states import BatchStatus
+from batchgate.services.scheduler.budgets import Ask, Budgets
+from batchgate.services.scheduler.closing_feed import ClosingFeed
+from batchgate.services.scheduler.maintenance import Maintenance
+from batchgate.services.scheduler.metrics import SchedulerMetrics, tier_name
+from batchgate.services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
+from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from batchgate import certs as certs_module
 from batchgate.certs import CertDir
-from services.common import tls
+from batchgate.services.common import tls
 from tests.execution_support import create_batch, private_stack, wait_until
 from tests.support import RunningStack, chat_records, run_cli, wait_for_batch
 

@@ -18,8 +18,8 @@ import pytest
 from openai.types import BatchError
 from sqlalchemy import update
 
-from services.common.db import Database
-from services.common.db.schema import batches
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import batches
 from tests.support import (
     RunningStack,
     chat_records,

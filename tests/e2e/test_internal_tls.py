@@ -31,8 +31,8 @@ from batchgate.internal.v1 import (
     spend_pb2,
     spend_pb2_grpc,
 )
+from batchgate.services.common import tls
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-from services.common import tls
 from tests.execution_support import create_batch, item_rows, private_stack
 from tests.support import (
     RunningStack,

@@ -12,8 +12,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
+from batchgate.services.ingest import reflection
 from batchgate.v1 import batches_pb2, batches_pb2_grpc, files_pb2, files_pb2_grpc
-from services.ingest import reflection
 from tests.support import RunningStack, chat_records, jsonl, read_jsonl
 
 BOUNDARY = "batchgate-test-boundary"

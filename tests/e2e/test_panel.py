@@ -23,7 +23,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from gateway.panel import UI_DIR
+from batchgate.gateway.panel import UI_DIR
 from tests.support import RunningStack, add_project, chat_records, jsonl, upload, wait_for_batch
 
 pytestmark = pytest.mark.parametrize("db_kind", ["sqlite"], indirect=True)

@@ -13,7 +13,7 @@ from openai.types import BatchError
 from openai.types.chat import ChatCompletion
 from openai.types.shared import ErrorObject
 
-from services.common.loading import load_settings
+from batchgate.services.common.loading import load_settings
 from tests.support import RunningStack, chat_records, jsonl, read_jsonl, upload, wait_for_batch
 
 PRICES = load_settings(environ={})  # the simulated catalogue the stacks run with

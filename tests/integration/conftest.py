@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.common.db import Database
-from services.common.db.migrate import migrate
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.migrate import migrate
 
 
 @pytest.fixture

@@ -1,13 +1,16 @@
-"""Queued batches written straight into the database, for the queue's integration tests."""
+"""Running batches written straight into the database, for the queue's integration tests and
+the finalize benchmark (`bench/finalize.py`)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db import Database
-from services.common.db.schema import batches, items
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import batches, items
 
 
 async def add_batch(
@@ -23,23 +26,16 @@ async def add_batch(
 ) -> None:
     created = time.time() - 1000 + age_s  # larger age_s = created later
     async with db.write() as conn:
-        await conn.execute(
-            insert(batches).values(
-                id=batch_id,
-                project_id=project,
-                api_key_id="key",
-                endpoint="/v1/chat/completions",
-                input_file_id="file-x",
-                completion_window="24h",
-                status="in_progress",
-                created_at=created,
-                in_progress_at=created,
-                expires_at=time.time() + window_s,
-                priority_tier=tier,
-                priority=priority,
-                total=n,
-                model="gpt-4o-mini",
-            )
+        await insert_running_batch(
+            conn,
+            batch_id,
+            project_id=project,
+            total=n,
+            created_at=created,
+            expires_at=time.time() + window_s,
+            priority_tier=tier,
+            priority=priority,
+            model="gpt-4o-mini",
         )
         await conn.execute(
             insert(items),
@@ -55,3 +51,34 @@ async def add_batch(
                 for i in range(n)
             ],
         )
+
+
+async def insert_running_batch(
+    conn: AsyncConnection,
+    batch_id: str,
+    *,
+    project_id: str,
+    total: int,
+    created_at: float,
+    expires_at: float,
+    api_key_id: str = "key",
+    input_file_id: str = "file-x",
+    **columns: Any,
+) -> None:
+    """A batch already `in_progress` (any further `batches` columns as keywords), no items."""
+    await conn.execute(
+        insert(batches).values(
+            id=batch_id,
+            project_id=project_id,
+            api_key_id=api_key_id,
+            endpoint="/v1/chat/completions",
+            input_file_id=input_file_id,
+            completion_window="24h",
+            status="in_progress",
+            created_at=created_at,
+            in_progress_at=created_at,
+            expires_at=expires_at,
+            total=total,
+            **columns,
+        )
+    )

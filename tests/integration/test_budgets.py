@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from services.common.db import Database
-from services.scheduler.budgets import Ask, Budgets
+from batchgate.services.common.db import Database
+from batchgate.services.scheduler.budgets import Ask, Budgets
 
 
 class Clock:

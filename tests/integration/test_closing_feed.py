@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.common.db import Database
-from services.common.db.dialect import Listener
-from services.scheduler import closing_feed
-from services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
-from services.scheduler.queue import Stopped
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import Listener
+from batchgate.services.scheduler import closing_feed
+from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
+from batchgate.services.scheduler.queue import Stopped
 from tests.support import prepare_database
 
 

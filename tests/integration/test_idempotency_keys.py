@@ -8,10 +8,10 @@ import time
 import pytest
 from sqlalchemy import select, update
 
-from services.common.db import Database
-from services.common.db.schema import idempotency_keys
-from services.common.errors import ApiError
-from services.ingest.idempotency import Claim, IdempotencyKeys
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import idempotency_keys
+from batchgate.services.common.errors import ApiError
+from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys
 
 TTL_S = 86400.0
 STALE_S = 30.0

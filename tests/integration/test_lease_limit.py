@@ -10,9 +10,9 @@ import asyncio
 
 from sqlalchemy import select
 
-from services.common.db import Database
-from services.common.db.schema import items
-from services.scheduler.queue import Queue
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import items
+from batchgate.services.scheduler.queue import Queue
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 

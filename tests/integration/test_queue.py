@@ -1,7 +1,7 @@
 """The scheduler's queue against real SQLite and PostgreSQL: priority and fairness ordering,
 fencing tokens, rescue, cancel/expiry closing, several leasers at once, one maintenance leader.
 
-These drive `services.scheduler.queue.Queue` directly (no gRPC): ordering is easier to pin
+These drive `batchgate.services.scheduler.queue.Queue` directly (no gRPC): ordering is easier to pin
 down here than end to end, and the statements are exactly the ones the service runs.
 """
 
@@ -14,11 +14,19 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select, update
 
-from services.common.db import Database
-from services.common.db.dialect import LeaderLock
-from services.common.db.schema import batches, items
-from services.scheduler.maintenance import LEADER_LOCK_KEY
-from services.scheduler.queue import CANDIDATE_BATCHES, Closing, Queue, Ref, Request, SessionLost, Stopped
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.dialect import LeaderLock
+from batchgate.services.common.db.schema import batches, items
+from batchgate.services.scheduler.maintenance import LEADER_LOCK_KEY
+from batchgate.services.scheduler.queue import (
+    CANDIDATE_BATCHES,
+    Closing,
+    Queue,
+    Ref,
+    Request,
+    SessionLost,
+    Stopped,
+)
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 

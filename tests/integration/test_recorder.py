@@ -25,9 +25,9 @@ from batchgate.internal.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-from services.common.db import Database
-from services.common.db.schema import items
-from services.results.pricing import item_cost
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import items
+from batchgate.services.results.pricing import item_cost
 from tests.support import (
     RunningStack,
     chat_records,

@@ -6,9 +6,9 @@ import time
 
 from sqlalchemy import insert
 
-from services.common.db import Database
-from services.common.db.schema import usage_events
-from services.results.spend import spend_usd
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import usage_events
+from batchgate.services.results.spend import spend_usd
 
 
 def _event(project: str, key: str, cost: float, idx: int) -> dict[str, object]:

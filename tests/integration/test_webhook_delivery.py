@@ -13,12 +13,12 @@ import orjson
 import pytest
 from sqlalchemy import insert, select, update
 
-from services.common.config import Settings
-from services.common.db import Database
-from services.common.db.schema import projects, webhook_attempts, webhook_deliveries
-from services.common.ids import new_id
-from services.common.loading import load_settings
-from services.results.webhook_delivery import WebhookDeliverer
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import projects, webhook_attempts, webhook_deliveries
+from batchgate.services.common.ids import new_id
+from batchgate.services.common.loading import load_settings
+from batchgate.services.results.webhook_delivery import WebhookDeliverer
 from tests.support import prepare_database
 from tests.webhook_receiver import WebhookReceiver, readme_verifier
 

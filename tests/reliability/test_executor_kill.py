@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from services.common.config import Settings
+from batchgate.services.common.config import Settings
 from tests.execution_support import create_batch, finished_exactly_once, private_stack, wait_until
 from tests.fake_upstream import FakeUpstream, catalogue, records
 from tests.support import RunningStack

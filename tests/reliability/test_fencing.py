@@ -23,8 +23,8 @@ from batchgate.internal.v1 import (
     scheduler_pb2,
     scheduler_pb2_grpc,
 )
-from services.common.db import Database
-from services.common.db.schema import items, usage_events
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import items, usage_events
 from tests.execution_support import create_batch, item_rows, private_stack, result_lines, wait_until
 from tests.support import RunningStack, chat_records, internal_channel, wait_for_batch
 

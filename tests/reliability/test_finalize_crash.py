@@ -11,9 +11,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from services.common.db import Database
-from services.common.db.schema import batches, blob_chunks, blobs, files, webhook_deliveries
-from services.common.faults import CRASH_EXIT_CODE
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.schema import batches, blob_chunks, blobs, files, webhook_deliveries
+from batchgate.services.common.faults import CRASH_EXIT_CODE
 from tests.support import RunningStack, read_jsonl, running_stack, upload, wait_for_batch
 from tests.webhook_receiver import WebhookReceiver
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from batchgate.v1 import batches_pb2, files_pb2, models_pb2, results_pb2
-from services.common import errors
-from services.common.access_policy import (
+from batchgate.services.common import errors
+from batchgate.services.common.access_policy import (
     ALL_SCOPES,
     METHOD_SCOPES,
     UNSCOPED_METHODS,
@@ -17,7 +16,8 @@ from services.common.access_policy import (
     require_feature,
     require_scope,
 )
-from services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.v1 import batches_pb2, files_pb2, models_pb2, results_pb2
 
 
 def _public_methods() -> set[str]:

@@ -6,9 +6,9 @@ import pytest
 from google.protobuf import descriptor_pool
 
 from batchgate.internal.v1 import executor_pb2, recorder_pb2, scheduler_pb2, spend_pb2
+from batchgate.services.common import authz
+from batchgate.services.ingest import reflection
 from batchgate.v1 import batches_pb2, files_pb2, results_pb2
-from services.common import authz
-from services.ingest import reflection
 from tools.config_docs import AUTHZ_BEGIN, AUTHZ_END, README, authz_block, readme_block
 
 INTERNAL_FILES = (executor_pb2, recorder_pb2, scheduler_pb2, spend_pb2)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.catalogue import SIMULATED_PROVIDER
-from services.common.loading import load_settings
+from batchgate.services.common.catalogue import SIMULATED_PROVIDER
+from batchgate.services.common.loading import load_settings
 from tools.config_docs import CATALOGUE_BEGIN, CATALOGUE_END, README, block, catalogue_block, readme_block
 
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from batchgate.certs import CertDir
-from gateway.launcher import validate
-from gateway.render import (
+from batchgate.gateway.launcher import validate
+from batchgate.gateway.render import (
     FRONT_DOOR_SERVICES,
     RETRY_ANY,
     RETRY_READ,
@@ -21,8 +21,8 @@ from gateway.render import (
     sds_paths,
     write_config,
 )
-from services.common.loading import load_settings
-from services.common.tls import MissingMaterial
+from batchgate.services.common.loading import load_settings
+from batchgate.services.common.tls import MissingMaterial
 
 
 def _routes(config: dict[str, Any]) -> dict[str, dict[str, Any]]:

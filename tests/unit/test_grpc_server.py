@@ -7,8 +7,8 @@ import asyncio
 import grpc
 import pytest
 
-from services.common.grpc_server import ServiceHost, run_hosts
-from services.common.loading import load_settings
+from batchgate.services.common.grpc_server import ServiceHost, run_hosts
+from batchgate.services.common.loading import load_settings
 
 
 async def test_a_taken_port_is_refused_instead_of_shared() -> None:

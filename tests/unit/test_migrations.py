@@ -10,9 +10,9 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from services.common.db import Database
-from services.common.db.migrate import is_current, migrate
-from services.common.db.schema import metadata
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.migrate import is_current, migrate
+from batchgate.services.common.db.schema import metadata
 from tests.support import fresh_database
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gateway import panel
-from gateway.render import render
-from services.common.loading import load_settings
+from batchgate.gateway import panel
+from batchgate.gateway.render import render
+from batchgate.services.common.loading import load_settings
 
 UI = panel.UI_DIR
 

@@ -19,10 +19,10 @@ from google.protobuf import descriptor_pool, json_format
 from google.protobuf.message import Message
 
 import batchgate.v1
+from batchgate.gateway.render import public_methods
+from batchgate.services.common import rest_input
+from batchgate.services.common.errors import ApiError
 from batchgate.v1 import batches_pb2, files_pb2, results_pb2
-from gateway.render import public_methods
-from services.common import rest_input
-from services.common.errors import ApiError
 
 
 def _body(payload: Any, content_type: str = "application/json") -> httpbody_pb2.HttpBody:

@@ -1,5 +1,5 @@
-"""Sampling and trace continuation (services.common.telemetry) against a real OTLP receiver, and
-the log formats (services.common.logs)."""
+"""Sampling and trace continuation (batchgate.services.common.telemetry) against a real OTLP receiver, and
+the log formats (batchgate.services.common.logs)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.trace import SpanKind
 
-from services.common import logs, telemetry
-from services.common.loading import load_settings
+from batchgate.services.common import logs, telemetry
+from batchgate.services.common.loading import load_settings
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 

@@ -10,8 +10,8 @@ from cryptography import x509
 
 from batchgate import certs as certs_module
 from batchgate.certs import CertDir, write_atomically
-from services.common import tls
-from services.common.loading import load_settings
+from batchgate.services.common import tls
+from batchgate.services.common.loading import load_settings
 
 
 def test_files_default_to_the_data_dir_and_follow_the_settings(tmp_path: Path) -> None:

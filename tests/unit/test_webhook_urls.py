@@ -7,9 +7,9 @@ import ipaddress
 
 import pytest
 
-from services.common import errors
-from services.common.loading import load_settings
-from services.common.webhook_urls import (
+from batchgate.services.common import errors
+from batchgate.services.common.loading import load_settings
+from batchgate.services.common.webhook_urls import (
     GuardedResolver,
     RefusedUrl,
     address_allowed,

@@ -5,11 +5,10 @@ aggregate holding all of that table's SQL (`batches`, `items`, `files`, …; REA
 these named operations, and see only the row and connection types re-exported here.
 """
 
-from sqlalchemy import Row
 from sqlalchemy.exc import DBAPIError as DatabaseError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection as Connection
 
-from services.common.db.engine import Database
+from batchgate.services.common.db.engine import AnyRow, Database
 
-__all__ = ["Connection", "Database", "DatabaseError", "IntegrityError", "Row"]
+__all__ = ["AnyRow", "Connection", "Database", "DatabaseError", "IntegrityError"]

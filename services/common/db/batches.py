@@ -4,9 +4,13 @@ Who may call what (each operation's docstring starts with the services allowed):
 - ingest creates a batch (`insert_validating`), publishes it (`transition` → in_progress),
   discards an interrupted create, reads and lists what a project sees and edits metadata;
 - the scheduler asks for cancel (`request_cancel`) and reads statuses (its queue statements,
-  `services.common.db.queue`, read and close running batches);
+  `batchgate.services.common.db.queue`, read and close running batches);
 - results folds outcomes into the counters (`add_outcomes`), claims and ends a finalize
-  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled).
+  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled);
+- ingest counts open batches and committed spend for a create's budget hold
+  (`open_counts`, `committed_spend`); results counts rejections for usage (`rejections`);
+- the scheduler's retention purges ended batches (`ended_unpurged`, `input_still_read`,
+  `mark_purged`) and later forgets them (`purged_before`, `delete_bookkeeping`).
 
 Every status change is a conditional UPDATE from the allowed previous statuses
 (`states.BATCH_TRANSITIONS`), stamping the matching `<status>_at` column, so concurrent actors
@@ -20,14 +24,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, case, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import json_object_has, lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import batches
-from services.common.db.usage import UsageFilter
-from services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TERMINAL, BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.common.db.dialect import json_object_has, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import batches
+from batchgate.services.common.db.usage import UsageFilter
+from batchgate.services.common.states import (
+    BATCH_OPEN,
+    BATCH_RUNNING,
+    BATCH_TERMINAL,
+    BATCH_TRANSITIONS,
+    BatchStatus,
+)
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 
@@ -52,14 +62,14 @@ async def insert_validating(conn: AsyncConnection, **values: Any) -> None:
     await conn.execute(insert(batches).values(status=BatchStatus.VALIDATING, **values))
 
 
-async def get(conn: AsyncConnection, batch_id: str) -> Row[Any]:
+async def get(conn: AsyncConnection, batch_id: str) -> AnyRow:
     """ingest, results: the full row of a batch known to exist."""
     return (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
 
 
 async def visible(
     conn: AsyncConnection, project_id: str, batch_id: str, *columns: ColumnElement[Any]
-) -> Row[Any] | None:
+) -> AnyRow | None:
     """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
     unknown, another project's, still being created or purged by retention."""
     query = select(*columns) if columns else select(batches)
@@ -85,7 +95,7 @@ async def page(
     metadata_value: str | None = None,
     after: str = "",
     limit: int,
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """ingest: up to `limit` of the project's visible batches, newest first, after the id
     `after`, filtered by status and by a metadata key (and value)."""
     query = select(batches).where(
@@ -107,7 +117,7 @@ async def set_metadata(conn: AsyncConnection, batch_id: str, metadata_json: str 
     await conn.execute(update(batches).where(batches.c.id == batch_id).values(metadata=metadata_json))
 
 
-async def open_readers(conn: AsyncConnection, input_file_id: str) -> list[Row[Any]]:
+async def open_readers(conn: AsyncConnection, input_file_id: str) -> list[AnyRow]:
     """ingest: (id, status) of the open batches reading the file `input_file_id`."""
     return list(
         (
@@ -170,7 +180,7 @@ async def committed_spend(conn: AsyncConnection, project_id: str, key_id: str) -
 # --- results ----------------------------------------------------------------------------------
 
 
-async def rejections(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[Row[Any]]:
+async def rejections(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[AnyRow]:
     """results: records rejected at create, summed per usage group (`group_by` of batch_id,
     model, api_key_id; column `rejected`) over the project's batches created in the time range.
     Purged batches count: their bookkeeping stays."""
@@ -209,7 +219,7 @@ def _ended_at() -> ColumnElement[Any]:
 
 async def ended_unpurged(
     conn: AsyncConnection, project_id: str, ended_before: float, limit: int
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """scheduler: (id, input_file_id) of up to `limit` of the project's batches that ended
     before `ended_before` and still hold their data."""
     query = select(batches.c.id, batches.c.input_file_id).where(
@@ -271,11 +281,12 @@ async def status_of(conn: AsyncConnection, batch_id: str) -> str | None:
 # --- results ------------------------------------------------------------------------------------
 
 
-async def lock_for_record(db: Database, conn: AsyncConnection, batch_id: str) -> Row[Any] | None:
+async def lock_for_record(db: Database, conn: AsyncConnection, batch_id: str) -> AnyRow | None:
     """results: (project_id, api_key_id, discount, total) of a batch whose outcomes are being
     recorded, its row locked first (PostgreSQL) so that recording and closing cannot deadlock."""
     query = select(batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total)
-    return (await conn.execute(lock_rows(db, query.where(batches.c.id == batch_id)))).first()
+    row: AnyRow | None = (await conn.execute(lock_rows(db, query.where(batches.c.id == batch_id)))).first()
+    return row
 
 
 async def add_outcomes(
@@ -289,7 +300,7 @@ async def add_outcomes(
     output_tokens: int,
     reasoning_tokens: int,
     cost_usd: float,
-) -> Row[Any]:
+) -> AnyRow:
     """results: fold recorded outcomes into the counters; returns the new (completed_count,
     failed_count)."""
     result = await conn.execute(
@@ -309,7 +320,7 @@ async def add_outcomes(
     return result.one()
 
 
-async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> Row[Any] | None:
+async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> AnyRow | None:
     """results: claim the finalize of a batch that is due (nothing open: → finalizing) or whose
     finalizer's lease lapsed, until `lease_until`. Returns (created_at, traceparent) when
     claimed, None when it is not due or another replica holds it."""

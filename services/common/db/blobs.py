@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.engine import Database
-from services.common.db.schema import blob_chunks, blobs
-from services.common.ids import new_id
+from batchgate.services.common.db.engine import Database
+from batchgate.services.common.db.schema import blob_chunks, blobs
+from batchgate.services.common.ids import new_id
 
 CHUNK_BYTES = 1024 * 1024
 READ_AHEAD_CHUNKS = 4

@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.engine import Database
+from batchgate.services.common.db.engine import Database
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from sqlalchemy import event
+from sqlalchemy import Row, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+# A result row of any columns (SQLAlchemy types rows by their column types).
+AnyRow: TypeAlias = Row[*tuple[Any, ...]]
 
 SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",

@@ -10,15 +10,14 @@ A file past its `expires_at` reads as gone everywhere (`live`), before the sweep
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from sqlalchemy import ColumnElement, Row, delete, insert, select
+from sqlalchemy import ColumnElement, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import files
-from services.common.states import FilePurpose, FileStatus
+from batchgate.services.common.db.dialect import lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import files
+from batchgate.services.common.states import FilePurpose, FileStatus
 
 
 def live(now: float) -> ColumnElement[bool]:
@@ -59,19 +58,19 @@ async def insert_file(
     )
 
 
-async def get(conn: AsyncConnection, file_id: str) -> Row[Any]:
+async def get(conn: AsyncConnection, file_id: str) -> AnyRow:
     """ingest: the row of a file known to exist."""
     return (await conn.execute(select(files).where(files.c.id == file_id))).one()
 
 
-async def get_or_none(conn: AsyncConnection, file_id: str) -> Row[Any] | None:
+async def get_or_none(conn: AsyncConnection, file_id: str) -> AnyRow | None:
     """the scheduler's retention: a file's row, if it still exists."""
     return (await conn.execute(select(files).where(files.c.id == file_id))).first()
 
 
 async def visible(
     conn: AsyncConnection, project_id: str, file_id: str, lock_in: Database | None = None
-) -> Row[Any] | None:
+) -> AnyRow | None:
     """ingest: the project's unexpired file `file_id`. With `lock_in`, the row stays locked until
     the transaction ends (PostgreSQL), so a concurrent delete and a create reading the file
     cannot both succeed."""
@@ -83,7 +82,7 @@ async def visible(
 
 async def page(
     conn: AsyncConnection, project_id: str, *, purpose: str, after: str, ascending: bool, limit: int
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """ingest: up to `limit` of the project's unexpired files in id order, after the id `after`,
     optionally of one purpose."""
     query = select(files).where(files.c.project_id == project_id, live(time.time()))
@@ -96,16 +95,17 @@ async def page(
 
 
 async def delete_file(conn: AsyncConnection, file_id: str) -> None:
-    """ingest: remove a file's row (its blob is the caller's to delete, in the same transaction)."""
+    """ingest, scheduler (retention): remove a file's row (its blob is the caller's to delete,
+    in the same transaction)."""
     await conn.execute(delete(files).where(files.c.id == file_id))
 
 
-async def expired(conn: AsyncConnection, limit: int) -> list[Row[Any]]:
+async def expired(conn: AsyncConnection, limit: int) -> list[AnyRow]:
     """ingest: (id, blob_id) of up to `limit` files past their `expires_at`."""
     query = select(files.c.id, files.c.blob_id).where(~live(time.time())).limit(limit)
     return list((await conn.execute(query)).all())
 
 
-async def of_batch(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def of_batch(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """bench, tests, the scheduler's retention: the files a batch produced."""
     return list((await conn.execute(select(files).where(files.c.batch_id == batch_id))).all())

@@ -1,5 +1,5 @@
 """The `idempotency_keys` table (Idempotency-Key → batch, per project): the only place its SQL
-lives. Ingest alone calls these (`services.ingest.idempotency` holds the rules).
+lives. Ingest alone calls these (`batchgate.services.ingest.idempotency` holds the rules).
 
 A claim is a row whose `batch_id` is null; the create binds it to its batch in the
 transaction that publishes the batch, or releases it when it fails.
@@ -7,14 +7,12 @@ transaction that publishes the batch, or releases it when it fails.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import ColumnElement, Row, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import idempotency_keys
+from batchgate.services.common.db.dialect import lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import idempotency_keys
 
 keys = idempotency_keys.c
 
@@ -23,10 +21,11 @@ def _unbound(project_id: str, key: str) -> tuple[ColumnElement[bool], ...]:
     return (keys.project_id == project_id, keys.key == key, keys.batch_id.is_(None))
 
 
-async def lock(db: Database, conn: AsyncConnection, project_id: str, key: str) -> Row[Any] | None:
+async def lock(db: Database, conn: AsyncConnection, project_id: str, key: str) -> AnyRow | None:
     """ingest: the key's row, locked (PostgreSQL) until the transaction ends."""
     query = select(idempotency_keys).where(keys.project_id == project_id, keys.key == key)
-    return (await conn.execute(lock_rows(db, query))).first()
+    row: AnyRow | None = (await conn.execute(lock_rows(db, query))).first()
+    return row
 
 
 async def claim(

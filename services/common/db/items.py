@@ -1,5 +1,5 @@
 """The `items` table (one row per input record): the only place its SQL lives, besides the
-scheduler's queue statements over items and sessions (`services.common.db.queue`).
+scheduler's queue statements over items and sessions (`batchgate.services.common.db.queue`).
 
 Who may call what: ingest inserts a create's items (`queued` or `rejected`) and deletes those
 of a discarded create; results stores outcomes over current leases (`lock_current`,
@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import insert_rows, lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import items
-from services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
+from batchgate.services.common.db.dialect import insert_rows, lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import items
+from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -72,11 +72,12 @@ async def insert_chunk(db: Database, rows: list[dict[str, Any]]) -> None:
 
 
 async def delete_of_batch(conn: AsyncConnection, batch_id: str) -> None:
-    """ingest: remove the items of a discarded create."""
+    """ingest: remove the items of a discarded create; scheduler: those of a batch that
+    retention purges."""
     await conn.execute(delete(items).where(items.c.batch_id == batch_id))
 
 
-async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row[Any]]:
+async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[AnyRow]:
     """ingest: (line, custom_id, error_code, error_message) of a batch's first rejected records."""
     query = (
         select(items.c.line, items.c.custom_id, items.c.error_code, items.c.error_message)
@@ -92,7 +93,7 @@ async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Row
 
 async def lock_current(
     db: Database, conn: AsyncConnection, batch_id: str, indexes: Sequence[int]
-) -> dict[int, Row[Any]]:
+) -> dict[int, AnyRow]:
     """results: (idx, state, attempt, custom_id) of the batch's items `indexes`, locked
     (PostgreSQL) after the batch row, by index."""
     query = select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
@@ -109,7 +110,7 @@ async def store_outcomes(conn: AsyncConnection, rows: list[dict[str, Any]]) -> N
 
 async def line_page(
     conn: AsyncConnection, batch_id: str, after: int, states: tuple[str, ...] | None, limit: int
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """results: up to `limit` items (LINE_COLUMNS) after the index `after`, in input order,
     optionally only those in `states`."""
     query = select(*LINE_COLUMNS).where(items.c.batch_id == batch_id, items.c.idx > after)
@@ -118,7 +119,7 @@ async def line_page(
     return list((await conn.execute(query.order_by(items.c.idx).limit(limit))).all())
 
 
-async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """results: (state, error_code, count) of the batch's items that ended without an executor."""
     query = (
         select(items.c.state, items.c.error_code, func.count())
@@ -128,7 +129,7 @@ async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
     return list((await conn.execute(query)).all())
 
 
-async def traced(conn: AsyncConnection, batch_id: str) -> list[Row[Any]]:
+async def traced(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     """results: (idx, custom_id, state, traceparent) of the batch's traced items, in order."""
     query = (
         select(items.c.idx, items.c.custom_id, items.c.state, items.c.traceparent)

@@ -10,7 +10,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from services.common.db.engine import Database
+from batchgate.services.common.db.engine import Database
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

@@ -2,7 +2,7 @@
 place their SQL lives.
 
 Who may call what: the operator commands (`batchgate keys|projects|webhooks`, through
-`services.common.auth`) create and edit projects and keys; every service that serves the
+`batchgate.services.common.auth`) create and edit projects and keys; every service that serves the
 public API verifies keys (`key_owner`); ingest reads budgets before a create and locks them
 while it places a budget hold; results reads the projects' webhook secrets to sign deliveries;
 the scheduler finds the running batches of revoked or expired keys to stop them.
@@ -14,13 +14,13 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Row, Select, insert, select, update
+from sqlalchemy import Select, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import lock_rows
-from services.common.db.engine import Database
-from services.common.db.schema import api_keys, batches, items, projects
-from services.common.states import BATCH_RUNNING, ITEM_OPEN
+from batchgate.services.common.db.dialect import lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import api_keys, batches, items, projects
+from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN
 
 
 async def id_by_name(conn: AsyncConnection, name: str) -> str | None:
@@ -70,8 +70,8 @@ async def set_project_budget(conn: AsyncConnection, project_id: str, budget_usd:
     return result.rowcount == 1
 
 
-async def all_projects(conn: AsyncConnection) -> list[Row[Any]]:
-    """operator: every project, oldest first."""
+async def all_projects(conn: AsyncConnection) -> list[AnyRow]:
+    """operator, scheduler (retention): every project, oldest first."""
     return list((await conn.execute(select(projects).order_by(projects.c.created_at))).all())
 
 
@@ -127,7 +127,7 @@ async def key_exists(conn: AsyncConnection, key_id: str) -> bool:
     return (await conn.execute(select(api_keys.c.id).where(api_keys.c.id == key_id))).first() is not None
 
 
-async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[Row[Any]]:
+async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[AnyRow]:
     """operator: every key (of one project, when given) with its `project_name`, oldest first."""
     query = (
         select(api_keys, projects.c.name.label("project_name"))
@@ -139,7 +139,7 @@ async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[Row
     return list((await conn.execute(query)).all())
 
 
-async def key_owner(conn: AsyncConnection, key_hash: str, now: float) -> Row[Any] | None:
+async def key_owner(conn: AsyncConnection, key_hash: str, now: float) -> AnyRow | None:
     """Every API-serving service: (id, project_id, scopes, key_policy, project_policy,
     expires_at) of the active (not revoked, not expired at `now`) key with this hash."""
     query = (
@@ -179,28 +179,31 @@ async def set_key_access(
     return result.rowcount == 1
 
 
-async def key_access(conn: AsyncConnection, key_id: str) -> Row[Any] | None:
+async def key_access(conn: AsyncConnection, key_id: str) -> AnyRow | None:
     """operator: (policy, scopes, expires_at) of a key, to change one of them."""
     query = select(api_keys.c.policy, api_keys.c.scopes, api_keys.c.expires_at)
     return (await conn.execute(query.where(api_keys.c.id == key_id))).first()
 
 
 async def project_policy(conn: AsyncConnection, project_id: str) -> str | None:
-    """operator: a project's stored policy (JSON), to change part of it."""
+    """operator (to change part of it), scheduler (rate shares, retention): a project's
+    stored policy (JSON)."""
     query = select(projects.c.policy).where(projects.c.id == project_id)
     return (await conn.execute(query)).scalar()
 
 
-async def lock_budgets(db: Database, conn: AsyncConnection, key_id: str) -> Row[Any] | None:
+async def lock_budgets(db: Database, conn: AsyncConnection, key_id: str) -> AnyRow | None:
     """ingest: (key_budget, project_budget) of a key and its project, both rows locked until
     the transaction ends (PostgreSQL; SQLite has one writer), so that creates of one project
     place their budget holds one at a time."""
-    return (await conn.execute(lock_rows(db, _budgets_query(key_id)))).first()
+    row: AnyRow | None = (await conn.execute(lock_rows(db, _budgets_query(key_id)))).first()
+    return row
 
 
-async def budgets(conn: AsyncConnection, key_id: str) -> Row[Any] | None:
+async def budgets(conn: AsyncConnection, key_id: str) -> AnyRow | None:
     """ingest: (key_budget, project_budget) of a key and its project."""
-    return (await conn.execute(_budgets_query(key_id))).first()
+    row: AnyRow | None = (await conn.execute(_budgets_query(key_id))).first()
+    return row
 
 
 def _budgets_query(key_id: str) -> Select[Any]:

@@ -1,6 +1,6 @@
 """The queue's statements (one aggregate: `items` leases, `executor_sessions`, and the reads of
 running batches they depend on): the only place this SQL lives. The scheduler alone calls
-these; `services.scheduler.queue` holds the rules (fairness, rounds, sessions' lifetimes).
+these; `batchgate.services.scheduler.queue` holds the rules (fairness, rounds, sessions' lifetimes).
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
 per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, bindparam, exists, func, select, update
+from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import in_skip_locked, lock_rows, upsert
-from services.common.db.engine import Database
-from services.common.db.schema import batches, executor_sessions, items
-from services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemState
+from batchgate.services.common.db.dialect import in_skip_locked, lock_rows, upsert
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import batches, executor_sessions, items
+from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, ItemState
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _still_running(batch_id: str, now: float) -> Any:
     )
 
 
-async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[Row[Any]]:
+async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[AnyRow]:
     """scheduler: up to `limit` running batches with queued items (id, project_id,
     priority_tier, priority, created_at, endpoint, model), highest priority first.
 
@@ -115,7 +115,7 @@ async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[Row[An
     return list((await conn.execute(query)).all())
 
 
-async def leased_by_request(conn: AsyncConnection, executor_id: str, request_id: str) -> list[Row[Any]]:
+async def leased_by_request(conn: AsyncConnection, executor_id: str, request_id: str) -> list[AnyRow]:
     """scheduler: what the lease call `request_id` leased to the session and is still leased to
     it (`_LEASE_COLUMNS`), in key order."""
     query = (
@@ -139,7 +139,7 @@ async def lease_from(
     executor_id: str,
     request_id: str,
     now: float,
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """scheduler: lease up to `count` queued items of a batch that still runs to the session;
     returns (idx, attempt, custom_id, body, traceparent) of each."""
     picked = (
@@ -282,13 +282,13 @@ async def depth(conn: AsyncConnection) -> tuple[dict[int, int], dict[int, int]]:
     )
 
 
-async def statuses(conn: AsyncConnection, batch_ids: Sequence[str]) -> dict[str, Row[Any]]:
+async def statuses(conn: AsyncConnection, batch_ids: Sequence[str]) -> dict[str, AnyRow]:
     """scheduler: (id, status, expires_at) of those of `batch_ids` that exist, by id."""
     query = select(batches.c.id, batches.c.status, batches.c.expires_at).where(batches.c.id.in_(batch_ids))
     return {r.id: r for r in await conn.execute(query)}
 
 
-async def closing(conn: AsyncConnection, now: float) -> list[Row[Any]]:
+async def closing(conn: AsyncConnection, now: float) -> list[AnyRow]:
     """scheduler: (id, status, expires_at) of cancelling batches and running ones past their window."""
     query = select(batches.c.id, batches.c.status, batches.c.expires_at).where(
         (batches.c.status == BatchStatus.CANCELLING)

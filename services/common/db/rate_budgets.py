@@ -1,17 +1,15 @@
 """The `rate_budgets` table (per provider key, the deployment's token buckets): the only place
-its SQL lives. The scheduler alone calls these (`services.scheduler.budgets` holds the rules).
+its SQL lives. The scheduler alone calls these (`batchgate.services.scheduler.budgets` holds the rules).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Row, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import lock_rows, upsert
-from services.common.db.engine import Database
-from services.common.db.schema import rate_budgets
+from batchgate.services.common.db.dialect import lock_rows, upsert
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import rate_budgets
 
 
 async def lock_bucket(
@@ -22,7 +20,7 @@ async def lock_bucket(
     requests_per_minute: float,
     tokens_per_minute: float,
     now: float,
-) -> Row[Any]:
+) -> AnyRow:
     """scheduler: the key's buckets, created full if new, locked until the transaction ends."""
     await conn.execute(
         upsert(
@@ -40,7 +38,8 @@ async def lock_bucket(
         )
     )
     query = select(rate_budgets).where(rate_budgets.c.key_id == key_id)
-    return (await conn.execute(lock_rows(db, query))).one()
+    row: AnyRow = (await conn.execute(lock_rows(db, query))).one()
+    return row
 
 
 async def store_bucket(

@@ -144,7 +144,7 @@ idempotency_keys = Table(
     Column("created_at", Float, nullable=False),
 )
 
-# --- shared: blob store (services.common.storage) ----------------------------------------------
+# --- shared: blob store (batchgate.services.common.storage) ----------------------------------------------
 
 blobs = Table(
     "blobs",

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, delete, func, insert, select
+from sqlalchemy import ColumnElement, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.schema import items, usage_events
+from batchgate.services.common.db.engine import AnyRow
+from batchgate.services.common.db.schema import items, usage_events
 
 events = usage_events.c
 GROUP_COLUMNS = {"batch_id": events.batch_id, "model": events.model, "api_key_id": events.api_key_id}
@@ -56,7 +57,7 @@ async def spend(conn: AsyncConnection, project_id: str, api_key_id: str = "") ->
     """results (SpendService): (project's spend, key's spend) in USD; the key's is 0 without a key."""
     total = func.coalesce(func.sum(events.cost_usd), 0.0)
     project = (await conn.execute(select(total).where(events.project_id == project_id))).scalar()
-    key = 0.0
+    key: float | None = 0.0
     if api_key_id:
         key = (
             await conn.execute(
@@ -66,7 +67,7 @@ async def spend(conn: AsyncConnection, project_id: str, api_key_id: str = "") ->
     return float(project or 0.0), float(key or 0.0)
 
 
-async def groups(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[Row[Any]]:
+async def groups(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[AnyRow]:
     """results: one row per group: the group keys, then requests, token sums and cost; largest
     cost first."""
     keys = [GROUP_COLUMNS[k].label(k) for k in group_by]
@@ -97,7 +98,7 @@ async def is_known(conn: AsyncConnection, project_id: str, event_id: int) -> boo
 
 async def event_page(
     conn: AsyncConnection, where: UsageFilter, after_id: int | None, limit: int
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """results: up to `limit` events (after the id `after_id`, if any), oldest first, each with
     its item's custom_id."""
     conditions = where.conditions()

@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import Row, delete, exists, insert, select, update
+from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from services.common.db.dialect import skip_locked
-from services.common.db.engine import Database
-from services.common.db.schema import webhook_attempts, webhook_deliveries
-from services.common.states import DeliveryStatus
+from batchgate.services.common.db.dialect import skip_locked
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import webhook_attempts, webhook_deliveries
+from batchgate.services.common.states import DeliveryStatus
 
 deliveries = webhook_deliveries.c
 
@@ -58,7 +58,7 @@ async def any_due(conn: AsyncConnection, now: float) -> bool:
 
 async def claim_due(
     db: Database, conn: AsyncConnection, *, limit: int, max_attempts: int, claim_until: float, now: float
-) -> list[Row[Any]]:
+) -> list[AnyRow]:
     """results: take up to `limit` due deliveries for one attempt each (attempt rows started);
     returns their (id, event_id, url, payload, project_id, attempts). A due delivery whose last
     attempt's replica died without recording an outcome is given up (`failed`)."""
@@ -132,7 +132,7 @@ async def finish_attempt(
     )
 
 
-async def of_batch(conn: AsyncConnection, batch_id: str) -> tuple[list[Row[Any]], list[Row[Any]]]:
+async def of_batch(conn: AsyncConnection, batch_id: str) -> tuple[list[AnyRow], list[AnyRow]]:
     """results: a batch's deliveries (oldest first) and all their attempts (in order)."""
     rows = list(
         (

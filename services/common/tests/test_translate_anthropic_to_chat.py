@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from services.common.tests.sdk_shapes import assert_anthropic_params, assert_openai_params
-from services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
-from services.common.translate.shared import Untranslatable
+from batchgate.services.common.tests.sdk_shapes import assert_anthropic_params, assert_openai_params
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
+from batchgate.services.common.translate.shared import Untranslatable
 
 OPENAI = ChatTarget()
 VLLM = ChatTarget(vllm_extensions=True)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from services.common.tests.sdk_shapes import assert_anthropic_params, assert_openai_params
-from services.common.translate.chat_to_anthropic import to_anthropic_request
-from services.common.translate.shared import Untranslatable
+from batchgate.services.common.tests.sdk_shapes import assert_anthropic_params, assert_openai_params
+from batchgate.services.common.translate.chat_to_anthropic import to_anthropic_request
+from batchgate.services.common.translate.shared import Untranslatable
 
 USER = {"role": "user", "content": "Hi"}
 TOOL = {

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from anthropic.types.shared.error_response import ErrorResponse
 
-from services.common.tests.sdk_shapes import assert_anthropic_error
-from services.common.translate.errors import (
+from batchgate.services.common.tests.sdk_shapes import assert_anthropic_error
+from batchgate.services.common.translate.errors import (
     ANTHROPIC_ERROR_TYPES,
     anthropic_error_type,
     to_anthropic_error,

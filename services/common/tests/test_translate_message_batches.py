@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.translate.anthropic_to_chat import ChatTarget
-from services.common.translate.message_batches import (
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget
+from batchgate.services.common.translate.message_batches import (
     AcceptedRequest,
     BatchLimits,
     BatchRefused,

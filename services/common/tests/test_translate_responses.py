@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from services.common.tests.sdk_shapes import assert_anthropic_message, assert_chat_completion
-from services.common.translate.responses import to_anthropic_message, to_chat_completion
-from services.common.translate.shared import Untranslatable
+from batchgate.services.common.tests.sdk_shapes import assert_anthropic_message, assert_chat_completion
+from batchgate.services.common.translate.responses import to_anthropic_message, to_chat_completion
+from batchgate.services.common.translate.shared import Untranslatable
 
 CREATED = 1_700_000_000
 

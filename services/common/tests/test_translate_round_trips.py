@@ -9,16 +9,16 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.tests.sdk_shapes import (
+from batchgate.services.common.tests.sdk_shapes import (
     assert_anthropic_message,
     assert_anthropic_params,
     assert_chat_completion,
     assert_openai_params,
 )
-from services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
-from services.common.translate.chat_to_anthropic import to_anthropic_request
-from services.common.translate.responses import to_anthropic_message, to_chat_completion
-from services.common.translate.shared import Untranslatable
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
+from batchgate.services.common.translate.chat_to_anthropic import to_anthropic_request
+from batchgate.services.common.translate.responses import to_anthropic_message, to_chat_completion
+from batchgate.services.common.translate.shared import Untranslatable
 
 VLLM = ChatTarget(vllm_extensions=True)
 TEXT = st.text(min_size=1, max_size=12)

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from services.common.translate.shared import JsonObject, Untranslatable, json_text
+from batchgate.services.common.translate.shared import JsonObject, Untranslatable, json_text
 
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
     "stream": (False, None),

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from services.common.translate.shared import JsonObject, Untranslatable, json_object
+from batchgate.services.common.translate.shared import JsonObject, Untranslatable, json_object
 
 DROPPED = frozenset(
     {

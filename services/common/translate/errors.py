@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from services.common.errors import MAX_MESSAGE_BYTES, ApiError, clip
-from services.common.translate.shared import JsonObject
+from batchgate.services.common.errors import MAX_MESSAGE_BYTES, ApiError, clip
+from batchgate.services.common.translate.shared import JsonObject
 
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",

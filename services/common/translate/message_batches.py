@@ -21,10 +21,10 @@ from typing import Any
 
 import orjson
 
-from services.common.errors import clip
-from services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
-from services.common.translate.errors import anthropic_error_type
-from services.common.translate.shared import JsonObject, Untranslatable
+from batchgate.services.common.errors import clip
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
+from batchgate.services.common.translate.errors import anthropic_error_type
+from batchgate.services.common.translate.shared import JsonObject, Untranslatable
 
 CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 REQUEST_FIELDS = frozenset({"custom_id", "params"})

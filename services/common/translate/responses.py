@@ -26,8 +26,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from services.common.errors import clip
-from services.common.translate.shared import JsonObject, Untranslatable, json_object, json_text
+from batchgate.services.common.errors import clip
+from batchgate.services.common.translate.shared import JsonObject, Untranslatable, json_object, json_text
 
 FINISH_REASONS = {
     "end_turn": "stop",

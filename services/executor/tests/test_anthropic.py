@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from services.executor.anthropic import to_chat_completion, to_messages_request, to_openai_error
-from services.executor.upstream import UnsupportedRequest
+from batchgate.services.executor.anthropic import to_chat_completion, to_messages_request, to_openai_error
+from batchgate.services.executor.upstream import UnsupportedRequest
 
 TOOL = {
     "type": "function",

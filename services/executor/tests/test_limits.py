@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from services.executor.limits import (
+from batchgate.services.executor.limits import (
     PROBE_INTERVAL_S,
     SLOW_START,
     AdaptiveLimit,
@@ -18,7 +18,7 @@ from services.executor.limits import (
     Slot,
     rank,
 )
-from services.executor.usage import estimate_tokens
+from batchgate.services.executor.usage import estimate_tokens
 
 
 class Clock:

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import httpx
 
-from services.common.catalogue import RetryPolicy
-from services.executor.rate_signals import retry_after_s, spent_window_s
-from services.executor.runner import backoff_s
-from services.executor.usage import usage_of
+from batchgate.services.common.catalogue import RetryPolicy
+from batchgate.services.executor.rate_signals import retry_after_s, spent_window_s
+from batchgate.services.executor.runner import backoff_s
+from batchgate.services.executor.usage import usage_of
 
 
 def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:

@@ -14,11 +14,12 @@ import orjson
 import pytest
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
+from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import load_settings
+from batchgate.services.executor.outcomes import NotStarted
+from batchgate.services.executor.runner import Control, ItemRunner
 from batchgate.simulator import SimulatorOptions, serve
-from services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
-from services.common.config import Settings
-from services.common.loading import load_settings
-from services.executor.runner import Control, ItemRunner, NotStarted
 from tests.support import free_port
 
 FAST_RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from services.executor.spans import _request_attributes, safe_url
+from batchgate.services.executor.spans import _request_attributes, safe_url
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ import asyncio
 import orjson
 import pytest
 
-from services.common.config import Settings
-from services.common.guardrail_config import GuardrailConfig, PiiKind
-from services.common.loading import load_settings
-from services.ingest.guardrails import guardrails, redact
-from services.ingest.validation import Accepted, Rejected
+from batchgate.services.common.config import Settings
+from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.guardrails import guardrails, redact
+from batchgate.services.ingest.validation import Accepted, Rejected
 
 ALL = frozenset(PiiKind)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from batchgate.services.common.errors import ApiError
+from batchgate.services.ingest.idempotency import key_from_metadata, request_hash
 from batchgate.v1 import batches_pb2
-from services.common.errors import ApiError
-from services.ingest.idempotency import key_from_metadata, request_hash
 
 
 def test_the_key_comes_from_the_idempotency_key_header() -> None:

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.common.errors import ApiError
-from services.ingest.upload import receive_upload
+from batchgate.services.common.errors import ApiError
+from batchgate.services.ingest.upload import receive_upload
 
 BOUNDARY = "XyZ"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

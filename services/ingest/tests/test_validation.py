@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.errors import clip
-from services.common.loading import load_settings
-from services.ingest.validation import ANTHROPIC_CUSTOM_ID, Accepted, RecordChecker, Rejected
+from batchgate.services.common.errors import clip
+from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.validation import ANTHROPIC_CUSTOM_ID, Accepted, RecordChecker, Rejected
 
 ENDPOINT = "/v1/chat/completions"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.errors import ApiError
-from services.ingest.create_checks import window_seconds
+from batchgate.services.common.errors import ApiError
+from batchgate.services.ingest.create_checks import window_seconds
 
 
 @pytest.mark.parametrize("window, seconds", [("24h", 86400), ("5s", 5), ("90m", 5400), ("2d", 172800)])

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.common.db.items import LINE_COLUMNS
-from services.common.ids import request_line_id
-from services.common.loading import load_settings
-from services.results.lines import LineRenderer
-from services.results.pricing import item_cost
+from batchgate.services.common.db.items import LINE_COLUMNS
+from batchgate.services.common.ids import request_line_id
+from batchgate.services.common.loading import load_settings
+from batchgate.services.results.lines import LineRenderer
+from batchgate.services.results.pricing import item_cost
 
 
 def row(**values: Any) -> tuple[Any, ...]:

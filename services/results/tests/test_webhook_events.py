@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from services.results.webhook_events import signature, signed_headers
+from batchgate.services.results.webhook_events import signature, signed_headers
 from tests.webhook_receiver import readme_verifier
 
 

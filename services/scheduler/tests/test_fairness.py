@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.scheduler.fairness import Candidate, allocate, top_group
+from batchgate.services.scheduler.fairness import Candidate, allocate, top_group
 
 
 def batch(ident: str, project: str = "p", tier: int = 0, priority: int = 0, age: float = 0.0) -> Candidate:

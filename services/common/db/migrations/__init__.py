@@ -1,1 +1,1 @@
-"""Alembic migrations; apply with `batchgate migrate` (or `services.common.db.migrate`)."""
+"""Alembic migrations; apply with `batchgate migrate` (or `batchgate.services.common.db.migrate`)."""

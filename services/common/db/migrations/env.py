@@ -1,10 +1,10 @@
-"""Alembic environment: runs on the connection `services.common.db.migrate` hands over."""
+"""Alembic environment: runs on the connection `batchgate.services.common.db.migrate` hands over."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from services.common.db.schema import metadata
+from batchgate.services.common.db.schema import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(

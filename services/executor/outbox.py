@@ -1,0 +1,107 @@
+"""The executor's finished outcomes on their way to results.
+
+A group is sent as soon as the previous one is acknowledged (at most `result_batch_max`,
+after waiting `result_flush_ms` for company), so outcomes wait for results about one round
+trip and a `kill -9` repeats little beyond what was running upstream. A failed send is retried
+with a capped backoff; a repeat is harmless (results deduplicates by fencing token). An
+outcome leaves the outbox only once results acknowledged it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+
+from batchgate.internal.v1 import recorder_pb2
+from batchgate.services.common.config import Settings
+
+log = logging.getLogger(__name__)
+
+RPC_RETRY_S = 0.25
+RPC_RETRY_MAX_S = 2.0
+
+Send = Callable[[list[recorder_pb2.Outcome]], Awaitable[recorder_pb2.RecordResultsResponse]]
+Acknowledged = Callable[[list[recorder_pb2.Outcome], recorder_pb2.RecordResultsResponse], None]
+
+
+@dataclass
+class Retry:
+    """Capped exponential waits between tries of one RPC, logging the first failure of a run."""
+
+    what: str
+    failures: int = 0
+
+    @property
+    def wait_s(self) -> float:
+        return float(min(RPC_RETRY_S * 2 ** max(self.failures - 1, 0), RPC_RETRY_MAX_S))
+
+    def failed(self, exc: grpc.aio.AioRpcError) -> float:
+        self.failures += 1
+        if self.failures == 1:
+            log.warning("%s failed (%s); retrying", self.what, exc.code())
+        return self.wait_s
+
+    def succeeded(self) -> None:
+        if self.failures:
+            log.info("%s works again after %d failed tries", self.what, self.failures)
+        self.failures = 0
+
+
+class Outbox:
+    """Outcomes not yet acknowledged by results, sent one group at a time by `send`;
+    `acknowledged` hears of every group results answered."""
+
+    def __init__(self, settings: Settings, send: Send, acknowledged: Acknowledged) -> None:
+        self._settings = settings
+        self._send = send
+        self._acknowledged = acknowledged
+        self.pending: list[recorder_pb2.Outcome] = []
+        self.retry = Retry("RecordResults")
+        self._ready = asyncio.Event()
+        self._sending = asyncio.Lock()
+
+    def add(self, outcome: recorder_pb2.Outcome) -> None:
+        self.pending.append(outcome)
+        self._ready.set()
+
+    async def run(self) -> None:
+        """Send a group as soon as there is one and the previous one was acknowledged; outcomes
+        finishing during a send go out together next."""
+        while True:
+            if not self.pending:
+                self._ready.clear()
+                await self._ready.wait()
+            if self._settings.result_flush_ms and len(self.pending) < self._settings.result_batch_max:
+                await asyncio.sleep(self._settings.result_flush_ms / 1000)
+            if not await self._send_group():
+                await asyncio.sleep(self.retry.wait_s)
+
+    async def flush(self) -> bool:
+        """Send every waiting outcome; returns whether the outbox is empty (on failure the rest
+        stays for later)."""
+        while self.pending:
+            if not await self._send_group():
+                return False
+        return True
+
+    async def _send_group(self) -> bool:
+        """Send the oldest group of outcomes. One send at a time: a group leaves the outbox
+        (and frees its slots) only once results acknowledged it."""
+        async with self._sending:
+            group = self.pending[: self._settings.result_batch_max]
+            if not group:
+                return True
+            try:
+                answer = await self._send(group)
+            except grpc.aio.AioRpcError as exc:
+                self.retry.failed(exc)
+                return False
+            self.retry.succeeded()
+            sent = {id(o) for o in group}  # the outbox may have changed during the call
+            self.pending = [o for o in self.pending if id(o) not in sent]
+            self._acknowledged(group, answer)
+            return True
