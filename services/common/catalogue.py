@@ -92,6 +92,9 @@ class ModelConfig:
     price: Price = Price()
     endpoints: tuple[str, ...] = ()
     """Endpoints this model serves; empty means every supported endpoint."""
+    hold_max_tokens: int = 4096
+    """Output tokens a budget hold assumes for a record that sets no `max_tokens` (the
+    model's output limit is the safe value)."""
 
     @property
     def served_endpoints(self) -> tuple[str, ...]:
@@ -126,6 +129,7 @@ def parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[
                 fallbacks=tuple(m.get("fallbacks") or ()),
                 endpoints=tuple(m.get("endpoints") or ()),
                 price=Price(**(m.get("price") or {})),
+                hold_max_tokens=int(m.get("hold_max_tokens", 4096)),
             )
         )
     if providers:

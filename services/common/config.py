@@ -263,6 +263,30 @@ class Settings:
         "The same for the tool servers of tool-calling records (`batchgate.tool_config.url`). "
         "Empty: whatever `webhook_allowed_networks` allows; `none`: only public addresses.",
     )
+    # --- retention -------------------------------------------------------------------------
+    retention_days: float = _setting(
+        30.0,
+        "BATCHGATE_RETENTION_DAYS",
+        "Days a batch's data (its files, items, results and webhook deliveries) is kept after it "
+        "ends; 0 keeps it. Per project: `batchgate projects set-policy --retention-days`.",
+    )
+    bookkeeping_days: float = _setting(
+        400.0,
+        "BATCHGATE_BOOKKEEPING_DAYS",
+        "Days a purged batch's bookkeeping (who, which batch, counts, cost and usage events) is "
+        "kept after the batch ends (at least the retention); 0 keeps it. Per project: "
+        "`--bookkeeping-days`.",
+    )
+    retention_interval_s: float = _setting(
+        3600.0,
+        "BATCHGATE_RETENTION_INTERVAL_S",
+        "How often the scheduler leader purges what is past its retention.",
+    )
+    retention_clock_offset_s: float = _setting(
+        0.0,
+        "BATCHGATE_RETENTION_CLOCK_OFFSET_S",
+        "Test hook: seconds added to the clock retention purges by. Never set in production.",
+    )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
         5.0,

@@ -103,3 +103,4 @@ class ItemErrorCode(StrEnum):
 
     BATCH_CANCELLED = "batch_cancelled"
     BATCH_EXPIRED = "batch_expired"
+    CREDENTIAL_REVOKED = "credential_revoked"

@@ -12,10 +12,14 @@ import orjson
 
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
+from batchgate.services.common.access_policy import Policy
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.ingest.budget_holds import HoldTally
+from batchgate.services.ingest.feature_gate import needs_features
+from batchgate.services.ingest.guardrails import Guardrails
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.tool_url_gate import ToolUrlGate
 from batchgate.services.ingest.validation import Accepted, RecordChecker
@@ -98,10 +102,24 @@ async def store_inline(
 
 
 async def check_records(
-    db: Database, settings: Settings, batch: str, endpoint: str, blob: str, rejections: Rejections, param: str
+    db: Database,
+    settings: Settings,
+    batch: str,
+    endpoint: str,
+    blob: str,
+    rejections: Rejections,
+    param: str,
+    *,
+    policy: Policy | None = None,
+    holds: HoldTally | None = None,
+    guard: Guardrails | None = None,
 ) -> Checked:
-    """Stream the input once: check each record, insert its item, collect rejections."""
-    checker = RecordChecker(settings, endpoint)
+    """Stream the input once: check each record (against the caller's `policy` too), insert
+    its item, collect rejections, add each accepted record's worst-case cost to `holds`.
+    `guard`'s filters run on each record that passed the checks: what they leave is stored."""
+    policy = policy or Policy()
+    checker = RecordChecker(settings, endpoint, allowed_models=policy.allowed_models)
+    max_records = min(settings.max_batch_records, policy.max_records or settings.max_batch_records)
     tool_urls = ToolUrlGate(settings)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
@@ -111,13 +129,16 @@ async def check_records(
         async for line_number, raw in _numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
-            if index >= settings.max_batch_records:
+            if index >= max_records:
                 raise errors.invalid(
-                    f"The input has more than {settings.max_batch_records} records, the limit per batch.",
+                    f"The input has more than {max_records} records, the limit per batch"
+                    + (" for this API key or project." if max_records < settings.max_batch_records else "."),
                     "input_too_large",
                     param,
                 )
-            outcome = await tool_urls.admit(checker.check(raw))
+            outcome = await tool_urls.admit(needs_features(checker.check(raw), policy))
+            if guard is not None and isinstance(outcome, Accepted):
+                outcome = await guard.screen(outcome)
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(
@@ -126,6 +147,8 @@ async def check_records(
             await writer.add(item_row(batch, index, line_number, outcome, traceparent))
             if isinstance(outcome, Accepted):
                 accepted += 1
+                if holds is not None:
+                    holds.add(outcome.body, outcome.model)
             else:
                 await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
             index += 1

@@ -48,7 +48,8 @@ class Rejected:
 
 @dataclass
 class RecordChecker:
-    """Checks the records of one batch against its endpoint and the offered models.
+    """Checks the records of one batch against its endpoint, the offered models and the
+    caller's allowed ones.
 
     `custom_id_pattern`, when given, is a format every custom_id must match in full (API
     shapes that need one, e.g. `ANTHROPIC_CUSTOM_ID`).
@@ -57,6 +58,8 @@ class RecordChecker:
     settings: Settings
     endpoint: str
     custom_id_pattern: re.Pattern[str] | None = None
+    allowed_models: frozenset[str] | None = None
+    """The models the caller's policy allows (None: every offered one)."""
     seen_custom_ids: set[str] = field(default_factory=set)
     model: str | None = None
     _offered: dict[str, ModelConfig | None] = field(default_factory=dict)
@@ -135,23 +138,9 @@ class RecordChecker:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return self._reject("missing_model", "'body.model' must be a non-empty string.", custom_id)
-        if model not in self._offered:
-            self._offered[model] = self.settings.model(model)
-        offered = self._offered[model]
-        if offered is None:
-            return self._reject(
-                "model_not_found", f"The model {model!r} is not offered by this gateway.", custom_id
-            )
-        if self.endpoint not in offered.served_endpoints:
-            return self._reject(
-                "model_not_found", f"The model {model!r} does not serve {self.endpoint}.", custom_id
-            )
-        if self.model is not None and model != self.model:
-            return self._reject(
-                "model_mismatch",
-                f"Every record of a batch must use the same model: expected {self.model!r}, got {model!r}.",
-                custom_id,
-            )
+        refused = self._check_model(model, custom_id)
+        if refused is not None:
+            return refused
         checked = self._check_options(body, custom_id)
         if isinstance(checked, Rejected):
             return checked
@@ -185,3 +174,31 @@ class RecordChecker:
         if callback_url is not None:
             return body, (WORKFLOW_KEY, callback_url)
         return body, (CONFIG_KEY, tool_url)
+
+    def _check_model(self, model: str, custom_id: str) -> Rejected | None:
+        """The record's model is offered for this endpoint, allowed to the caller, and the
+        batch's model."""
+        if model not in self._offered:
+            self._offered[model] = self.settings.model(model)
+        offered = self._offered[model]
+        if offered is None:
+            return self._reject(
+                "model_not_found", f"The model {model!r} is not offered by this gateway.", custom_id
+            )
+        if self.endpoint not in offered.served_endpoints:
+            return self._reject(
+                "model_not_found", f"The model {model!r} does not serve {self.endpoint}.", custom_id
+            )
+        if self.allowed_models is not None and model not in self.allowed_models:
+            return self._reject(
+                "model_not_allowed",
+                f"The model {model!r} is not allowed for this API key or project.",
+                custom_id,
+            )
+        if self.model is not None and model != self.model:
+            return self._reject(
+                "model_mismatch",
+                f"Every record of a batch must use the same model: expected {self.model!r}, got {model!r}.",
+                custom_id,
+            )
+        return None

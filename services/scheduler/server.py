@@ -17,6 +17,8 @@ from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFe
 from batchgate.services.scheduler.maintenance import Maintenance
 from batchgate.services.scheduler.metrics import SchedulerMetrics
 from batchgate.services.scheduler.queue import Queue
+from batchgate.services.scheduler.rate_shares import RateShares
+from batchgate.services.scheduler.retention import Retention
 from batchgate.services.scheduler.servicer import SchedulerServicer
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
@@ -24,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
-    queue = Queue(db, settings.lease_ttl_s)
+    queue = Queue(db, settings.lease_ttl_s, RateShares(db, settings))
     signal = WorkSignal()
     results_channel = rpc_client.channel(settings, "results", caller="scheduler")
     recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
@@ -38,7 +40,14 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     metrics = SchedulerMetrics(telemetry.meter("scheduler"))
     feed = ClosingFeed(db)
     maintenance = Maintenance(
-        db, queue, settings.maintenance_interval_s, signal.wake, finalize, feed, metrics
+        db,
+        queue,
+        settings.maintenance_interval_s,
+        signal.wake,
+        finalize,
+        feed,
+        metrics,
+        Retention(db, settings),
     )
     listeners = [Listener(db, WORK_CHANNEL, signal.wake), Listener(db, CLOSING_CHANNEL, feed.on_notify)]
 

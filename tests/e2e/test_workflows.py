@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
+from tests.e2e.test_keys_and_budgets import cli
 from tests.otlp_sink import OtlpSink, Span
 from tests.support import free_port, fresh_database, read_jsonl, running_stack, upload, wait_for_batch
 from tests.workflow_servers import WorkflowCallbackServer
@@ -51,8 +53,9 @@ def world(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
         OtlpSink(sink_port) as sink,
         WorkflowCallbackServer(slow_s=2.0) as callback,
         fresh_database(db_kind, tmp) as url,
-        running_stack(tmp, url, **env) as stack,
+        running_stack(tmp, url, projects=("default", "other"), **env) as stack,
     ):
+        cli(stack, "projects", "set-policy", "default", "--features", "workflows")  # before any call
         base = {"url": callback.url}
         records = [
             record("map-reduce", {**base, "authorization": SECRET}),
@@ -221,3 +224,15 @@ def test_each_step_and_each_request_is_a_span(world: dict[str, Any]) -> None:
     for span in spans:
         assert SECRET not in json.dumps(span.attributes, default=str), span
     assert SECRET.split()[-1] not in world["stack"].logs()
+
+
+def test_a_project_without_the_workflows_feature_gets_409_and_no_batch(world: dict[str, Any]) -> None:
+    client = world["stack"].client("other")
+    records = [record("plain", None), record("wf", {"url": world["callback"].url})]
+    with pytest.raises(openai.ConflictError) as caught:
+        client.batches.create(
+            input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+    assert caught.value.status_code == 409
+    assert caught.value.body["code"] == "feature_disabled"  # type: ignore[index]
+    assert client.batches.list().data == []

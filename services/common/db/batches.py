@@ -6,7 +6,11 @@ Who may call what (each operation's docstring starts with the services allowed):
 - the scheduler asks for cancel (`request_cancel`) and reads statuses (its queue statements,
   `batchgate.services.common.db.queue`, read and close running batches);
 - results folds outcomes into the counters (`add_outcomes`), claims and ends a finalize
-  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled).
+  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled);
+- ingest counts open batches and committed spend for a create's budget hold
+  (`open_counts`, `committed_spend`); results counts rejections for usage (`rejections`);
+- the scheduler's retention purges ended batches (`ended_unpurged`, `input_still_read`,
+  `mark_purged`) and later forgets them (`purged_before`, `delete_bookkeeping`).
 
 Every status change is a conditional UPDATE from the allowed previous statuses
 (`states.BATCH_TRANSITIONS`), stamping the matching `<status>_at` column, so concurrent actors
@@ -20,13 +24,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.db.dialect import json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
-from batchgate.services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.common.db.usage import UsageFilter
+from batchgate.services.common.states import (
+    BATCH_OPEN,
+    BATCH_RUNNING,
+    BATCH_TERMINAL,
+    BATCH_TRANSITIONS,
+    BatchStatus,
+)
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 
@@ -60,7 +71,7 @@ async def visible(
     conn: AsyncConnection, project_id: str, batch_id: str, *columns: ColumnElement[Any]
 ) -> AnyRow | None:
     """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
-    unknown, another project's or still being created."""
+    unknown, another project's, still being created or purged by retention."""
     query = select(*columns) if columns else select(batches)
     return (
         await conn.execute(
@@ -68,6 +79,7 @@ async def visible(
                 batches.c.id == batch_id,
                 batches.c.project_id == project_id,
                 batches.c.status != BatchStatus.VALIDATING,
+                batches.c.purged_at.is_(None),
             )
         )
     ).first()
@@ -87,7 +99,9 @@ async def page(
     """ingest: up to `limit` of the project's visible batches, newest first, after the id
     `after`, filtered by status and by a metadata key (and value)."""
     query = select(batches).where(
-        batches.c.project_id == project_id, batches.c.status != BatchStatus.VALIDATING
+        batches.c.project_id == project_id,
+        batches.c.status != BatchStatus.VALIDATING,
+        batches.c.purged_at.is_(None),
     )
     if status:
         query = query.where(batches.c.status == status)
@@ -130,6 +144,118 @@ async def stale_validating(conn: AsyncConnection, created_before: float) -> list
         batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < created_before
     )
     return list((await conn.execute(query)).scalars().all())
+
+
+async def open_counts(conn: AsyncConnection, project_id: str, key_id: str) -> tuple[int, int]:
+    """ingest: how many published batches have not ended, of the project and of the key."""
+    query = select(
+        func.count(),
+        func.coalesce(func.sum(case((batches.c.api_key_id == key_id, 1), else_=0)), 0),
+    ).where(
+        batches.c.project_id == project_id,
+        batches.c.status.in_([s for s in BATCH_OPEN if s != BatchStatus.VALIDATING]),
+    )
+    row = (await conn.execute(query)).one()
+    return int(row[0]), int(row[1])
+
+
+async def committed_spend(conn: AsyncConnection, project_id: str, key_id: str) -> tuple[float, float]:
+    """ingest: (key's, project's) spend counting holds: an open batch counts as the larger of
+    its hold and its cost so far, an ended one as its cost."""
+    committed = case(
+        (
+            batches.c.status.in_(BATCH_OPEN) & (batches.c.hold_usd > batches.c.cost_usd),
+            batches.c.hold_usd,
+        ),
+        else_=batches.c.cost_usd,
+    )
+    query = select(
+        func.coalesce(func.sum(case((batches.c.api_key_id == key_id, committed), else_=0.0)), 0.0),
+        func.coalesce(func.sum(committed), 0.0),
+    ).where(batches.c.project_id == project_id)
+    row = (await conn.execute(query)).one()
+    return float(row[0]), float(row[1])
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+async def rejections(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[AnyRow]:
+    """results: records rejected at create, summed per usage group (`group_by` of batch_id,
+    model, api_key_id; column `rejected`) over the project's batches created in the time range.
+    Purged batches count: their bookkeeping stays."""
+    columns = {"batch_id": batches.c.id, "model": batches.c.model, "api_key_id": batches.c.api_key_id}
+    conditions = [
+        batches.c.project_id == where.project_id,
+        batches.c.status != BatchStatus.VALIDATING,
+        batches.c.rejected_count > 0,
+    ]
+    if where.start_time:
+        conditions.append(batches.c.created_at >= where.start_time)
+    if where.end_time:
+        conditions.append(batches.c.created_at < where.end_time)
+    for name, value in (
+        ("batch_id", where.batch_id),
+        ("model", where.model),
+        ("api_key_id", where.api_key_id),
+    ):
+        if value:
+            conditions.append(columns[name] == value)
+    keys = [columns[k].label(k) for k in group_by]
+    query = select(*keys, func.sum(batches.c.rejected_count).label("rejected")).where(*conditions)
+    if keys:
+        query = query.group_by(*keys)
+    return list((await conn.execute(query)).all())
+
+
+# --- scheduler: retention ----------------------------------------------------------------------
+
+
+def _ended_at() -> ColumnElement[Any]:
+    return func.coalesce(
+        batches.c.completed_at, batches.c.failed_at, batches.c.expired_at, batches.c.cancelled_at
+    )
+
+
+async def ended_unpurged(
+    conn: AsyncConnection, project_id: str, ended_before: float, limit: int
+) -> list[AnyRow]:
+    """scheduler: (id, input_file_id) of up to `limit` of the project's batches that ended
+    before `ended_before` and still hold their data."""
+    query = select(batches.c.id, batches.c.input_file_id).where(
+        batches.c.project_id == project_id,
+        batches.c.status.in_(BATCH_TERMINAL),
+        batches.c.purged_at.is_(None),
+        _ended_at() < ended_before,
+    )
+    return list((await conn.execute(query.limit(limit))).all())
+
+
+async def input_still_read(conn: AsyncConnection, input_file_id: str, purging: str) -> bool:
+    """scheduler: whether a batch other than `purging` that still holds its data reads the file."""
+    query = select(batches.c.id).where(
+        batches.c.input_file_id == input_file_id, batches.c.id != purging, batches.c.purged_at.is_(None)
+    )
+    return (await conn.execute(query.limit(1))).first() is not None
+
+
+async def mark_purged(conn: AsyncConnection, batch_id: str, now: float) -> None:
+    """scheduler: the batch's data is gone; its row stays as bookkeeping (and answers 404),
+    naming the files it had."""
+    await conn.execute(update(batches).where(batches.c.id == batch_id).values(purged_at=now))
+
+
+async def purged_before(conn: AsyncConnection, project_id: str, ended_before: float, limit: int) -> list[str]:
+    """scheduler: ids of up to `limit` of the project's purged batches that ended before `ended_before`."""
+    query = select(batches.c.id).where(
+        batches.c.project_id == project_id, batches.c.purged_at.is_not(None), _ended_at() < ended_before
+    )
+    return list((await conn.execute(query.limit(limit))).scalars().all())
+
+
+async def delete_bookkeeping(conn: AsyncConnection, batch_id: str) -> None:
+    """scheduler: forget a purged batch altogether (its bookkeeping period is over)."""
+    await conn.execute(delete(batches).where(batches.c.id == batch_id, batches.c.purged_at.is_not(None)))
 
 
 # --- scheduler ----------------------------------------------------------------------------------

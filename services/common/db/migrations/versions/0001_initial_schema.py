@@ -54,10 +54,12 @@ def upgrade() -> None:
         sa.Column("reasoning_tokens", sa.BigInteger(), server_default="0", nullable=False),
         sa.Column("cost_usd", sa.Float(), server_default="0", nullable=False),
         sa.Column("discount", sa.Float(), server_default="0", nullable=False),
+        sa.Column("hold_usd", sa.Float(), server_default="0", nullable=False),
         sa.Column("webhook_url", sa.String(length=2048), nullable=True),
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
+        sa.Column("purged_at", sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("batches", schema=None) as batch_op:
@@ -164,6 +166,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("budget_usd", sa.Float(), nullable=True),
         sa.Column("webhook_secret", sa.String(length=80), nullable=False),
+        sa.Column("policy", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
@@ -231,6 +234,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("revoked_at", sa.Float(), nullable=True),
         sa.Column("budget_usd", sa.Float(), nullable=True),
+        sa.Column("policy", sa.Text(), nullable=True),
+        sa.Column("scopes", sa.String(length=200), nullable=True),
+        sa.Column("expires_at", sa.Float(), nullable=True),
         sa.ForeignKeyConstraint(
             ["project_id"],
             ["projects.id"],
