@@ -196,15 +196,10 @@ class Settings:
         600.0, "BATCHGATE_REQUEST_TIMEOUT_S", "Per-request time limit (error `request_timeout` beyond)."
     )
     workflow_max_tokens: int = _setting(
-        200_000,
-        "BATCHGATE_WORKFLOW_MAX_TOKENS",
-        "Tokens (prompt + completion, all its requests) a workflow record may use when its "
-        "`batchgate.workflow.max_tokens` is omitted (error `workflow_limit_exceeded` beyond).",
+        200_000, "BATCHGATE_WORKFLOW_MAX_TOKENS", "A workflow's `max_tokens` when it names none."
     )
     workflow_max_tokens_cap: int = _setting(
-        2_000_000,
-        "BATCHGATE_WORKFLOW_MAX_TOKENS_CAP",
-        "The most a workflow's `max_tokens` may ask for (larger values are lowered to this).",
+        2_000_000, "BATCHGATE_WORKFLOW_MAX_TOKENS_CAP", "The most a workflow's `max_tokens` may be."
     )
     maintenance_interval_s: float = _setting(
         1.0, "BATCHGATE_MAINTENANCE_INTERVAL_S", "How often leases are rescued and cancel/expiry applied."

@@ -33,10 +33,6 @@ from batchgate.services.common.tool_config import (
 
 WORKFLOW_KEY = "workflow"
 INVALID_CODE = "invalid_workflow"
-LIMIT_CODE = "workflow_limit_exceeded"
-CALLBACK_CODE = "workflow_callback_failed"
-FAILED_CODE = "workflow_failed"
-"""The callback itself answered `failed`."""
 DEFAULT_MAX_STEPS = 8
 MAX_STEPS_CAP = 32
 DEFAULT_MAX_REQUESTS = 64

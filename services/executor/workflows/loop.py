@@ -32,10 +32,7 @@ from batchgate.services.common.faults import crash_point
 from batchgate.services.common.states import ItemErrorCode
 from batchgate.services.common.tool_config import EXTENSION_KEY
 from batchgate.services.common.workflow_config import (
-    CALLBACK_CODE,
-    FAILED_CODE,
     INVALID_CODE,
-    LIMIT_CODE,
     InvalidWorkflow,
     WorkflowConfig,
     names_workflow,
@@ -158,10 +155,10 @@ class _Workflow:
                 return outcomes.completed(self.item, self.tally, verdict.output)
             if verdict.status != CONTINUE:
                 why = f"the callback answered 'failed': {orjson.dumps(verdict.error).decode()}"
-                raise self._end(step, FAILED_CODE, why)
+                raise self._end(step, ItemErrorCode.WORKFLOW_FAILED, why)
             if step + 1 >= self.config.max_steps:
                 why = f"the callback asked for step {step + 1}; max_steps is {self.config.max_steps}."
-                raise self._end(step, LIMIT_CODE, why)
+                raise self._end(step, ItemErrorCode.WORKFLOW_LIMIT_EXCEEDED, why)
             if self.stopped():
                 raise self._end(step, ItemErrorCode.BATCH_CANCELLED, "the batch was cancelled.")
             step, requests = step + 1, verdict.requests
@@ -173,7 +170,7 @@ class _Workflow:
                 f"{len(requests)} more request(s) would make {self.tally.requests + len(requests)}; "
                 f"max_requests is {self.config.max_requests}."
             )
-            raise self._end(step, LIMIT_CODE, why)
+            raise self._end(step, ItemErrorCode.WORKFLOW_LIMIT_EXCEEDED, why)
         with workflow_spans.step(self.traced, self.item, step, self.config, len(requests)):
             results = await asyncio.gather(*(self._request(step, r) for r in requests))
             self.tally.steps = step + 1
@@ -183,11 +180,11 @@ class _Workflow:
                 raise self._end(step, ItemErrorCode.BATCH_CANCELLED, "the batch was cancelled.")
             if self.tally.tokens > self.config.max_tokens:
                 why = f"its requests used {self.tally.tokens} tokens; max_tokens is {self.config.max_tokens}."
-                raise self._end(step, LIMIT_CODE, why)
+                raise self._end(step, ItemErrorCode.WORKFLOW_LIMIT_EXCEEDED, why)
             try:
                 return await self.callback.step(step, [r for r in results if r is not None])
             except CallbackFailure as exc:
-                raise self._end(step, CALLBACK_CODE, f"{exc}.") from None
+                raise self._end(step, ItemErrorCode.WORKFLOW_CALLBACK_FAILED, f"{exc}.") from None
 
     async def _request(self, step: int, request: Requested) -> dict[str, Any] | None:
         """One request's result for the callback (None when the batch stopped before it ran)."""
