@@ -53,11 +53,17 @@ class ToolConfig:
             "max_rounds": self.max_rounds,
             "timeout_ms": self.timeout_ms,
         }
-        if self.authorization is not None:
-            stored["authorization"] = self.authorization
-        if self.context is not None:
-            stored["context"] = self.context
-        return stored
+        return with_optional_fields(stored, self.authorization, self.context)
+
+
+def with_optional_fields(stored: dict[str, Any], authorization: str | None, context: Any) -> dict[str, Any]:
+    """`stored` (an extension object's normalised fields) with `authorization` and `context`
+    when they are set."""
+    if authorization is not None:
+        stored["authorization"] = authorization
+    if context is not None:
+        stored["context"] = context
+    return stored
 
 
 def raw_tool_config(body: dict[str, Any], key: str = CONFIG_KEY) -> tuple[bool, Any]:

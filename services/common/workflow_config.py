@@ -29,6 +29,7 @@ from batchgate.services.common.tool_config import (
     checked_url,
     raw_tool_config,
     strip_tool_config,
+    with_optional_fields,
 )
 
 WORKFLOW_KEY = "workflow"
@@ -67,11 +68,7 @@ class WorkflowConfig:
             "max_tokens": self.max_tokens,
             "timeout_ms": self.timeout_ms,
         }
-        if self.authorization is not None:
-            stored["authorization"] = self.authorization
-        if self.context is not None:
-            stored["context"] = self.context
-        return stored
+        return with_optional_fields(stored, self.authorization, self.context)
 
 
 def names_workflow(body: bytes) -> bool:

@@ -9,7 +9,13 @@ from collections import Counter
 from pathlib import Path
 
 from tests.e2e.test_keys_and_budgets import cli
-from tests.execution_support import create_batch, finished_exactly_once, item_rows, private_stack
+from tests.execution_support import (
+    crash_then_restart_executor,
+    create_batch,
+    finished_exactly_once,
+    item_rows,
+    private_stack,
+)
 from tests.workflow_servers import WorkflowCallbackServer
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 3}
@@ -35,11 +41,7 @@ def test_a_crash_mid_workflow_completes_the_record_once(db_kind: str, tmp_path: 
         with private_stack(db_kind, tmp_path, **env) as stack:
             cli(stack, "projects", "set-policy", "default", "--features", "workflows")
             batch = create_batch(stack, records)
-            crashed = stack.stack.start_executor(0)
-            assert crashed.process is not None and crashed.process.wait(60) == 137
-            stack.stack.children.remove(crashed)
-            stack.stack.env.pop("BATCHGATE_CRASH_AT")
-            stack.stack.start_executor(0)
+            crash_then_restart_executor(stack)
             done, output, errors = finished_exactly_once(stack, batch.id, records, timeout_s=120)
             assert (done.status, done.request_counts.completed, errors) == ("completed", 3, [])
             for line in output:
