@@ -26,6 +26,9 @@ from tests.tool_servers import HttpToolServer, SeenRequest
 
 
 def _content(result: dict[str, Any]) -> str:
+    """A request's answer text, or what went wrong with it."""
+    if result.get("status_code") != 200:
+        return f"<failed: {result.get('error', {}).get('code') or result.get('status_code')}>"
     return str(result["body"]["choices"][0]["message"]["content"])
 
 

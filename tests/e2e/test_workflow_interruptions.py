@@ -1,7 +1,9 @@
-"""Cancel and expiry in the middle of a workflow, end to end: a record whose callback keeps
-asking for slow requests is stopped between steps. A cancel ends it as an error line
-`batch_cancelled` that names the step, billed for the requests that ran; an expiry drops it
-(`batch_expired`) and the callback hears nothing more of it."""
+"""Workflows interrupted, end to end. Requests stopped at their time limit (a model with a
+1.5 s limit, `tests.execution_support.write_catalogue`) come back to the callback as failed
+results and the record runs on. A record whose callback keeps asking for slow requests is
+stopped between steps: a cancel ends it as an error line `batch_cancelled` that names the
+step, billed for the requests that ran; an expiry drops it (`batch_expired`) and the callback
+hears nothing more of it."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_keys_and_budgets import cli
-from tests.execution_support import create_batch, result_lines, wait_until
-from tests.support import RunningStack, fresh_database, running_stack, wait_for_batch
+from tests.execution_support import create_batch, result_lines, wait_until, write_catalogue
+from tests.support import RunningStack, free_port, fresh_database, running_stack, wait_for_batch
 from tests.workflow_servers import WorkflowCallbackServer
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 3}
@@ -23,12 +25,17 @@ USAGE = {"prompt_tokens": 10, "completion_tokens": 3}
 @pytest.fixture(scope="module")
 def world(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp: Path = tmp_path_factory.mktemp(f"workflow-stops-{db_kind}")
+    simulator_port = free_port()
+    env = {
+        "BATCHGATE_CONFIG": write_catalogue(tmp / "catalogue.yaml", simulator_port),
+        "BATCHGATE_SIMULATOR_PORT": str(simulator_port),
+        "BATCHGATE_COMPLETION_WINDOWS": "24h,5s",
+        "BATCHGATE_MAINTENANCE_INTERVAL_S": "0.25",
+    }
     with (
         WorkflowCallbackServer() as callback,
         fresh_database(db_kind, tmp) as url,
-        running_stack(
-            tmp, url, BATCHGATE_COMPLETION_WINDOWS="24h,5s", BATCHGATE_MAINTENANCE_INTERVAL_S="0.25"
-        ) as stack,
+        running_stack(tmp, url, **env) as stack,
     ):
         cli(stack, "projects", "set-policy", "default", "--features", "workflows")
         yield {"stack": stack, "callback": callback}
@@ -84,3 +91,28 @@ def test_expiry_mid_workflow_drops_it_and_the_callback_hears_no_more(world: dict
     assert 1 <= seen < 32
     time.sleep(2)
     assert len(_posts(callback, "expire-me")) <= seen + 1  # at most the step in flight
+
+
+def test_requests_stopped_at_the_time_limit_are_failed_results_and_the_record_runs_on(
+    world: dict[str, Any],
+) -> None:
+    stack: RunningStack = world["stack"]
+    callback: WorkflowCallbackServer = world["callback"]
+    body = {
+        "model": "gpt-4o-strict",
+        "messages": [{"role": "user", "content": "document slow-maps"}],
+        "x_sim": {"usage": USAGE},
+        "batchgate": {"workflow": {"url": callback.url, "context": {"maps": 2, "x_sim": {"delay_ms": 5000}}}},
+    }
+    record = {"custom_id": "slow-maps", "method": "POST", "url": "/v1/chat/completions", "body": body}
+    client = stack.client()
+    done = wait_for_batch(client, create_batch(stack, [record]).id, timeout_s=120)
+    output, errors = result_lines(client, done)
+    assert errors == [] and len(output) == 1
+    result = output[0]["response"]["body"]
+    assert (result["steps"], result["requests"]) == (3, 4)  # 1 + 2 maps + 1 reduce
+    assert result["output"]["summary"] == "<failed: request_timeout>"
+    assert result["usage"]["prompt_tokens"] == 10 and done.usage.input_tokens == 10  # only step 0 ran
+    maps = next(p for p in _posts(callback, "slow-maps") if p.body["step"] == 1).body["results"]
+    assert sorted(r["id"] for r in maps) == ["map-0", "map-1"]
+    assert all(r["error"]["code"] == "request_timeout" for r in maps)
