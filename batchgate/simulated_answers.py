@@ -213,6 +213,34 @@ def messages(body: dict[str, Any], key: str, digest: str) -> dict[str, Any]:
     }
 
 
+def ask_for_tools(answer: dict[str, Any], sim: dict[str, Any], body: dict[str, Any], digest: str) -> None:
+    """`x_sim.tool_rounds`: a chat answer that calls the first offered tool `x_sim.tool_calls`
+    times (default 1) while fewer rounds ran; the arguments name the round."""
+    tools = body.get("tools")
+    wanted = sim.get("tool_rounds")
+    if not isinstance(wanted, int) or not isinstance(tools, list) or not tools or "choices" not in answer:
+        return
+    messages = body.get("messages") or []
+    done = sum(
+        1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant" and m.get("tool_calls")
+    )
+    if done >= wanted:
+        return
+    function = tools[0].get("function") if isinstance(tools[0], dict) else None
+    name = function.get("name", "tool") if isinstance(function, dict) else "tool"
+    calls = [
+        {
+            "id": f"call_{digest[:16]}_{n}",
+            "type": "function",
+            "function": {"name": name, "arguments": orjson.dumps({"round": done + 1, "call": n}).decode()},
+        }
+        for n in range(int(sim.get("tool_calls", 1)))
+    ]
+    choice = answer["choices"][0]
+    choice["message"] = {"role": "assistant", "content": None, "tool_calls": calls, "refusal": None}
+    choice["finish_reason"] = "tool_calls"
+
+
 def steer(answer: dict[str, Any], sim: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     """Apply `x_sim`'s echo/usage/stop_reason to a successful answer."""
     if sim.get("echo"):

@@ -13,11 +13,16 @@ Anthropic translation passes unknown keys through too):
               "fail_models": ["gpt-4o"],                       # these models always answer 503
               "echo": true,                                    # answer text = the request body seen
               "usage": {"cache_read_input_tokens": 3},         # merged into the answer's usage
-              "stop_reason": "max_tokens"}                     # /v1/messages: this stop reason
+              "stop_reason": "max_tokens",                     # /v1/messages: this stop reason
+              "tool_rounds": 3, "tool_calls": 2}               # chat with `tools`: ask for 2 calls
+                                                               # a turn until 3 tool rounds ran
 
 `/v1/messages` wants Anthropic's headers (`x-api-key`, `anthropic-version`) and answers with a
 `tool_use` block when tools are offered and the last turn is not a tool result (unless
-`tool_choice` is none). `GET /_sim/stats` reports how many calls each request content received
+`tool_choice` is none). Chat completions ask for tools only when `x_sim.tool_rounds` says so:
+the answer then calls the first offered tool (`finish_reason: "tool_calls"`) while the
+conversation holds fewer tool-calling assistant turns than that, and answers as usual after.
+`GET /_sim/stats` reports how many calls each request content received
 (tests use it to prove that finished items are not re-run); `GET /_sim/calls?content=…` lists
 the calls for one content in order (time, status, model, API key).
 """
@@ -126,7 +131,10 @@ class _Simulator:
             answer, answer_headers = error(status, message), headers
         else:
             status, answer_headers = 200, None
-            answer = answers.steer(_ANSWERS[kind](body, key, digest, self.options), sim, body)
+            answer = _ANSWERS[kind](body, key, digest, self.options)
+            if kind == "chat":
+                answers.ask_for_tools(answer, sim, body, digest)
+            answer = answers.steer(answer, sim, body)
         call["status"] = status
         return self.respond(status, answer, answer_headers)
 

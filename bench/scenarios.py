@@ -29,6 +29,7 @@ from bench.harness import (
 )
 from bench.profiler import profiling, summarise
 from bench.promises import cancel, capacity, expedite, kill
+from bench.tools import tools
 from tests.otlp_sink import OtlpSink
 from tests.support import free_port
 
@@ -420,6 +421,7 @@ SCENARIOS = {
     "expedite": expedite,
     "cancel": cancel,
     "kill": kill,
+    "tools": tools,
 }
 
 

@@ -20,23 +20,10 @@ from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig,
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
-WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _setting(default: Any, env: str, doc: str) -> Any:
     return field(default=default, metadata={"env": env, "doc": doc})
-
-
-def parse_window(window: str) -> int:
-    """'24h' → 86400; units s, m, h, d (short windows are for tests and demos). ValueError when
-    it is not a positive `<number><unit>`."""
-    try:
-        seconds = int(window[:-1]) * WINDOW_UNITS[window[-1]]
-    except (KeyError, ValueError, IndexError):
-        raise ValueError(f"unreadable completion window {window!r}") from None
-    if seconds <= 0:
-        raise ValueError(f"unreadable completion window {window!r}")
-    return seconds
 
 
 @dataclass(frozen=True)
@@ -74,7 +61,8 @@ class Settings:
     ingest_addrs: str = _setting(
         "",
         "BATCHGATE_INGEST_ADDRS",
-        "Comma-separated host:port of ingest replicas (Envoy's cluster). Empty: `127.0.0.1:<ingest_port>`.",
+        "Comma-separated host:port of ingest replicas (Envoy's cluster; the scheduler's recurring-batch "
+        "runs). Empty: `127.0.0.1:<ingest_port>`.",
     )
     scheduler_addrs: str = _setting(
         "",
@@ -145,6 +133,23 @@ class Settings:
     max_batch_records: int = _setting(50_000, "BATCHGATE_MAX_BATCH_RECORDS", "Most records in one batch.")
     max_inline_bytes: int = _setting(
         32 * MIB, "BATCHGATE_MAX_INLINE_BYTES", "Largest POST /v1/batches body with inline `requests`."
+    )
+    message_batch_max_requests: int = _setting(
+        100_000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_REQUESTS",
+        "Most requests in one Anthropic Message Batch (Anthropic's own limit by default).",
+    )
+    message_batch_max_bytes: int = _setting(
+        256 * 1000 * 1000,
+        "BATCHGATE_MESSAGE_BATCH_MAX_BYTES",
+        "Largest POST /v1/messages/batches body (Anthropic's 256 MB by default; bodies past "
+        "`grpc_max_message_bytes` are refused with 413 too, so raise both together).",
+    )
+    message_batch_window: str = _setting(
+        "24h",
+        "BATCHGATE_MESSAGE_BATCH_WINDOW",
+        "How long a Message Batch may run before its unfinished requests expire (Anthropic's 24 h "
+        "by default; units s, m, h, d).",
     )
     max_record_bytes: int = _setting(
         10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
@@ -246,6 +251,12 @@ class Settings:
         "Comma-separated CIDRs that webhook URLs may resolve to although they are loopback, "
         "private, link-local or reserved (e.g. `10.0.0.0/8`). Empty: only public addresses.",
     )
+    tool_allowed_networks: str = _setting(
+        "",
+        "BATCHGATE_TOOL_ALLOWED_NETWORKS",
+        "The same for the tool servers of tool-calling records (`batchgate.tool_config.url`). "
+        "Empty: whatever `webhook_allowed_networks` allows; `none`: only public addresses.",
+    )
     # --- retention -------------------------------------------------------------------------
     retention_days: float = _setting(
         30.0,
@@ -256,19 +267,14 @@ class Settings:
     bookkeeping_days: float = _setting(
         400.0,
         "BATCHGATE_BOOKKEEPING_DAYS",
-        "Days a purged batch's bookkeeping (who, which batch, counts, cost and usage events) is "
-        "kept after the batch ends (at least the retention); 0 keeps it. Per project: "
-        "`--bookkeeping-days`.",
+        "Days a purged batch's bookkeeping (who, which batch, counts, cost and usage events) is kept "
+        "after the batch ends (at least the retention); 0 keeps it. Per project: `--bookkeeping-days`.",
     )
     retention_interval_s: float = _setting(
-        3600.0,
-        "BATCHGATE_RETENTION_INTERVAL_S",
-        "How often the scheduler leader purges what is past its retention.",
+        3600.0, "BATCHGATE_RETENTION_INTERVAL_S", "How often the scheduler leader purges old data."
     )
     retention_clock_offset_s: float = _setting(
-        0.0,
-        "BATCHGATE_RETENTION_CLOCK_OFFSET_S",
-        "Test hook: seconds added to the clock retention purges by. Never set in production.",
+        0.0, "BATCHGATE_RETENTION_CLOCK_OFFSET_S", "Test hook: seconds added to retention's clock."
     )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
@@ -283,6 +289,12 @@ class Settings:
         "Test hook: comma-separated crash points (services/common/faults.py) at which the "
         "process exits abruptly (`fail:<point>`: fails once there as a lost connection). Never set "
         "in production.",
+    )
+    template_clock_file: str = _setting(
+        "",
+        "BATCHGATE_TEMPLATE_CLOCK_FILE",
+        "Test hook: a file holding unix seconds that recurring-batch scheduling reads as the "
+        "current time (services/common/cron.py). Empty: the system clock. Never set in production.",
     )
     # --- traces, metrics and logs -------------------------------------------------------
     log_level: str = _setting("INFO", "BATCHGATE_LOG_LEVEL", "Python log level.")
@@ -351,11 +363,15 @@ class Settings:
 
     @property
     def webhook_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-        return tuple(
-            ipaddress.ip_network(n.strip(), strict=False)
-            for n in self.webhook_allowed_networks.split(",")
-            if n.strip()
-        )
+        return _networks(self.webhook_allowed_networks)
+
+    @property
+    def tool_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """Where tool servers may be; by default where webhooks may go."""
+        raw = self.tool_allowed_networks.strip()
+        if not raw:
+            return self.webhook_allowed_network_list
+        return () if raw.lower() == "none" else _networks(raw)
 
     @property
     def base_url(self) -> str:
@@ -370,6 +386,11 @@ class Settings:
     @property
     def uses_simulator(self) -> bool:
         return any(p.name == SIMULATED_PROVIDER for p in self.providers)
+
+
+def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated CIDRs."""
+    return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
 
 
 def env_fields() -> list[dataclasses.Field[Any]]:

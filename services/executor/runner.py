@@ -47,6 +47,7 @@ from batchgate.services.executor.limits import AdaptiveLimit, Dispatcher, Grante
 from batchgate.services.executor.metrics import ExecutorMetrics
 from batchgate.services.executor.outcomes import Result, TransportFailure
 from batchgate.services.executor.rate_signals import retry_after_s, spent_window_s
+from batchgate.services.executor.tools.loop import ToolLoop
 from batchgate.services.executor.upstream import (
     Adapter,
     OpenAICompatible,
@@ -182,11 +183,13 @@ class ItemRunner:
                 timeout_s=config.timeout_s or settings.request_timeout_s,
             )
         self._chains: dict[str, list[ModelConfig]] = {}
+        self._tools = ToolLoop(settings)
 
     async def close(self) -> None:
         for provider in self._providers.values():
             if provider.session is not None:
                 await provider.session.close()
+        await self._tools.close()
 
     def _chain(self, model: str) -> list[ModelConfig]:
         """The model and its fallbacks, in order (memoized: looked up for every item)."""
@@ -216,15 +219,16 @@ class ItemRunner:
         """Run the item (raises `NotStarted` when its batch stopped before its first call); a
         traced item's run is a span in its trace, and the outcome carries that span's
         traceparent (results records under it). Items run (wait for slots) in priority order,
-        then in their `Control.order`."""
+        then in their `Control.order`. A record with a tool_config runs its tool loop
+        (`executor.tools`), each model turn a `_run`."""
         control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
-            return outcomes.logged(item, await self._run(item, control, None))
+            return outcomes.logged(item, await self._tools.run(item, self._run, control, None))
         with telemetry.child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
-            outcome = await self._run(item, control, span)
+            outcome = await self._tools.run(item, self._run, control, span)
             spans.end_run(span, outcome)
             outcome.traceparent = telemetry.traceparent_of(span)
             return outcomes.logged(item, outcome)

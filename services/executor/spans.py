@@ -184,14 +184,16 @@ def end_attempt(
 
 
 @contextlib.contextmanager
-def http_call(url: str, headers: dict[str, str], body_size: int) -> Iterator[trace.Span]:
-    """The HTTP POST of an attempt; puts the trace context into `headers` (W3C traceparent,
-    so an upstream that traces continues the item's trace)."""
+def http_call(
+    url: str, headers: dict[str, str], body_size: int, method: str = "POST"
+) -> Iterator[trace.Span]:
+    """The HTTP request of an attempt (or of a tool round); puts the trace context into
+    `headers` (W3C traceparent, so a server that traces continues the item's trace)."""
     with _tracer().start_as_current_span(
-        "POST",
+        method,
         kind=SpanKind.CLIENT,
         attributes={
-            "http.request.method": "POST",
+            "http.request.method": method,
             "url.full": safe_url(url),
             **_server(url),
             "http.request.body.size": body_size,

@@ -16,6 +16,8 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.errors import clip
+from batchgate.services.common.tool_config import InvalidToolConfig
+from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_record
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
@@ -27,6 +29,8 @@ class Accepted:
     custom_id: str
     body: bytes
     model: str
+    tool_url: str | None = None
+    """The tool server of a tool-calling record, until `ToolUrlGate` has checked it."""
 
 
 @dataclass(frozen=True)
@@ -96,13 +100,15 @@ class RecordChecker:
         rejected = self._check_request(record, custom_id)
         if isinstance(rejected, Rejected):
             return rejected
-        body, model = rejected
+        body, model, tool_url = rejected
         self.seen_custom_ids.add(custom_id)
         if self.model is None:
             self.model = model
-        return Accepted(custom_id, body, model)
+        return Accepted(custom_id, body, model, tool_url)
 
-    def _check_request(self, record: dict[str, Any], custom_id: str) -> Rejected | tuple[bytes, str]:
+    def _check_request(
+        self, record: dict[str, Any], custom_id: str
+    ) -> Rejected | tuple[bytes, str, str | None]:
         method = record.get("method")
         if method != "POST":
             got = "missing" if method is None else f"{method!r}"
@@ -129,10 +135,10 @@ class RecordChecker:
         refused = self._check_model(model, custom_id)
         if refused is not None:
             return refused
-        if body.get("stream") is True:
-            return self._reject(
-                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
-            )
+        checked = self._check_options(body, custom_id)
+        if isinstance(checked, Rejected):
+            return checked
+        body, tool_url = checked
         encoded = orjson.dumps(body)
         if len(encoded) > self.settings.max_record_bytes:
             return self._reject(
@@ -140,7 +146,21 @@ class RecordChecker:
                 f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
                 custom_id,
             )
-        return encoded, model
+        return encoded, model, tool_url
+
+    def _check_options(
+        self, body: dict[str, Any], custom_id: str
+    ) -> Rejected | tuple[dict[str, Any], str | None]:
+        """What batches do not run (streaming), and a tool_config: (the body to store, its
+        tool URL)."""
+        if body.get("stream") is True:
+            return self._reject(
+                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
+            )
+        try:
+            return check_tool_record(body, self.endpoint, self.settings)
+        except InvalidToolConfig as exc:
+            return self._reject(TOOL_CONFIG_CODE, str(exc), custom_id)
 
     def _check_model(self, model: str, custom_id: str) -> Rejected | None:
         """The record's model is offered for this endpoint, allowed to the caller, and the

@@ -21,6 +21,7 @@ def test_scenarios_run_and_save_records() -> None:
         ["ingest", "--sizes", "50", "--line-bytes", "100", "--inline-lines", "50"],
         ["capacity", "--capped-n", "40"],
         ["expedite", "--n", "200"],
+        ["tools", "--n", "20", "--runs", "1"],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *scenario],
@@ -37,6 +38,7 @@ def test_scenarios_run_and_save_records() -> None:
         "ingest",
         "capacity",
         "expedite",
+        "tools",
     }
     for path in new:
         record = json.loads(path.read_text())

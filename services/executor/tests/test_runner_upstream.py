@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -19,29 +18,9 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.loading import load_settings
 from batchgate.services.executor.outcomes import NotStarted
 from batchgate.services.executor.runner import Control, ItemRunner
-from batchgate.simulator import SimulatorOptions, serve
-from tests.support import free_port
 
 FAST_RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=3)
 _numbers = itertools.count()
-
-
-@pytest.fixture(scope="module")
-async def simulator() -> AsyncIterator[str]:
-    port = free_port()
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve("127.0.0.1", port, SimulatorOptions(latency_ms=0), stop))
-    base = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient() as client:
-        for _ in range(100):
-            try:
-                await client.get(f"{base}/healthz")
-                break
-            except httpx.HTTPError:
-                await asyncio.sleep(0.05)
-    yield base
-    stop.set()
-    await task
 
 
 def settings_for(base: str, openai_keys: tuple[str, ...] = ("k1",), **provider: Any) -> Settings:

@@ -1,0 +1,140 @@
+"""`batchgate.tool_config`: the reserved extension object of a tool-calling chat record.
+
+A `/v1/chat/completions` record that carries `{"batchgate": {"tool_config": {…}}}` in its body
+has its tool calls run by the executor between model turns (`services/executor/tools`). Ingest
+checks the object at create (`parse_tool_config`, rejection `invalid_tool_config`) and stores it
+normalised (defaults filled in, values over a cap clamped), so the executor reads the same
+values; the executor parses it again (its own limits may be lower) and strips it
+(`strip_tool_config`) before every model call. Records without it are untouched.
+
+Fields: `type` (`http` default, or `mcp`), `url`, `authorization` (the `Authorization` header
+of every tool request), `context` (any JSON), `max_rounds` (default 8, at most 16),
+`timeout_ms` (default 30,000, at most the request time limit). Omitted or 0 → the default;
+above a cap → the cap; negative, a wrong type or a bad URL → refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from batchgate.services.common.webhook_urls import RefusedUrl, split_url
+
+EXTENSION_KEY = "batchgate"
+CONFIG_KEY = "tool_config"
+TOOL_TYPES = ("http", "mcp")
+DEFAULT_TYPE = "http"
+DEFAULT_MAX_ROUNDS = 8
+MAX_ROUNDS_CAP = 16
+DEFAULT_TIMEOUT_MS = 30_000
+MAX_AUTHORIZATION_CHARS = 8192
+FIELDS = frozenset({"type", "url", "authorization", "context", "max_rounds", "timeout_ms"})
+
+
+class InvalidToolConfig(ValueError):
+    """The record's tool_config cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolConfig:
+    type: str
+    url: str
+    authorization: str | None = field(default=None, repr=False)
+    """Sent as the `Authorization` header of every tool request; never logged or traced."""
+    context: Any = None
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+
+    def as_json(self) -> dict[str, Any]:
+        """The normalised object, as ingest stores it in the record's body."""
+        stored: dict[str, Any] = {
+            "type": self.type,
+            "url": self.url,
+            "max_rounds": self.max_rounds,
+            "timeout_ms": self.timeout_ms,
+        }
+        if self.authorization is not None:
+            stored["authorization"] = self.authorization
+        if self.context is not None:
+            stored["context"] = self.context
+        return stored
+
+
+def raw_tool_config(body: dict[str, Any]) -> tuple[bool, Any]:
+    """(whether the body names a tool_config, its value)."""
+    extension = body.get(EXTENSION_KEY)
+    if not isinstance(extension, dict) or CONFIG_KEY not in extension:
+        return False, None
+    return True, extension[CONFIG_KEY]
+
+
+def _bounded_int(config: dict[str, Any], name: str, default: int, cap: int) -> int:
+    value = config.get(name)
+    if value is None or value == 0:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidToolConfig(f"'tool_config.{name}' must be an integer.")
+    if value < 0:
+        raise InvalidToolConfig(f"'tool_config.{name}' must not be negative.")
+    return min(value, cap)
+
+
+def _optional_string(config: dict[str, Any], name: str, limit: int) -> str | None:
+    value = config.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidToolConfig(f"'tool_config.{name}' must be a non-empty string.")
+    if len(value) > limit:
+        raise InvalidToolConfig(f"'tool_config.{name}' is longer than {limit} characters.")
+    return value
+
+
+def parse_tool_config(value: Any, timeout_cap_ms: int) -> ToolConfig:
+    """The tool_config `value` normalised; raises InvalidToolConfig. `timeout_cap_ms` is the
+    request time limit."""
+    if not isinstance(value, dict):
+        raise InvalidToolConfig("'batchgate.tool_config' must be an object.")
+    unknown = sorted(set(value) - FIELDS)
+    if unknown:
+        raise InvalidToolConfig(f"'tool_config' has unknown field(s) {', '.join(unknown)}.")
+    kind = value.get("type") or DEFAULT_TYPE
+    if kind not in TOOL_TYPES:
+        raise InvalidToolConfig(f"'tool_config.type' must be one of {', '.join(TOOL_TYPES)}.")
+    url = value.get("url")
+    if not isinstance(url, str) or not url:
+        raise InvalidToolConfig("'tool_config.url' must be a non-empty string.")
+    try:
+        split_url(url)
+    except RefusedUrl as exc:
+        raise InvalidToolConfig(f"'tool_config.url' is not usable: {exc}") from None
+    authorization = _optional_string(value, "authorization", MAX_AUTHORIZATION_CHARS)
+    if authorization is not None and any(c in authorization for c in "\r\n\0"):
+        raise InvalidToolConfig("'tool_config.authorization' must not contain line breaks or NUL.")
+    return ToolConfig(
+        type=kind,
+        url=url,
+        authorization=authorization,
+        context=value.get("context"),
+        max_rounds=_bounded_int(value, "max_rounds", DEFAULT_MAX_ROUNDS, MAX_ROUNDS_CAP),
+        timeout_ms=_bounded_int(value, "timeout_ms", min(DEFAULT_TIMEOUT_MS, timeout_cap_ms), timeout_cap_ms),
+    )
+
+
+def with_tool_config(body: dict[str, Any], config: ToolConfig) -> dict[str, Any]:
+    """`body` with its tool_config replaced by the normalised `config`."""
+    extension = {**body[EXTENSION_KEY], CONFIG_KEY: config.as_json()}
+    return {**body, EXTENSION_KEY: extension}
+
+
+def strip_tool_config(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the model sees it: without `batchgate.tool_config`, and without the whole
+    `batchgate` object when that was all it held."""
+    extension = body.get(EXTENSION_KEY)
+    if not isinstance(extension, dict) or CONFIG_KEY not in extension:
+        return body
+    rest = {k: v for k, v in extension.items() if k != CONFIG_KEY}
+    stripped = {k: v for k, v in body.items() if k != EXTENSION_KEY}
+    if rest:
+        stripped[EXTENSION_KEY] = rest
+    return stripped

@@ -1,0 +1,237 @@
+"""The tool loop of one record: model turn, tool round, model turn, … up to `max_rounds`.
+
+Each model turn is a full run of the item (retries, fallbacks, the per-request time limit)
+with the conversation so far, `batchgate.tool_config` stripped. A turn that ends with
+`finish_reason: "tool_calls"` starts a tool round at the record's tool server (HTTP or MCP);
+its results go back as the assistant message and one `role: "tool"` message per call, and the
+model is called again. The record ends with the first answer that asks for no tool, or with
+the answer after the last allowed round (still `finish_reason: "tool_calls"`), or, once its
+batch stops (cancel), with its last answer: a stop is heard between rounds. Its `usage` is the
+sum of every turn's, and its body says how many rounds ran (`batchgate.tool_rounds`).
+
+A failed turn or tool round ends the record as failed (`tool_execution_failed` for a tool
+round, saying which round and why) with no usage: earlier turns are not billed. A crash or a
+retry of the record runs the loop again from the start; tool servers see the same
+Idempotency-Key for the same round and call (`calls.idempotency_key`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import orjson
+from opentelemetry import trace
+
+from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
+from batchgate.services.common.config import Settings
+from batchgate.services.common.faults import crash_point
+from batchgate.services.common.tool_config import (
+    InvalidToolConfig,
+    ToolConfig,
+    parse_tool_config,
+    raw_tool_config,
+    strip_tool_config,
+)
+from batchgate.services.executor.outcomes import NotStarted
+from batchgate.services.executor.tools import tool_spans
+from batchgate.services.executor.tools.calls import (
+    FAILURE_CODE,
+    ToolCall,
+    ToolFailure,
+    ToolSession,
+    requested_calls,
+)
+from batchgate.services.executor.tools.http_tools import HttpTools
+from batchgate.services.executor.tools.mcp_tools import McpTools
+from batchgate.services.executor.tools.transport import ToolTransport
+
+Turn = Callable[[scheduler_pb2.LeasedItem], Awaitable[recorder_pb2.Outcome]]
+"""Runs the item once with the body it carries (raises NotStarted when its batch stopped before
+the call)."""
+
+
+class Stoppable(Protocol):
+    """What the loop reads of the runner's `Control`: whether the record's batch stopped."""
+
+    stop: asyncio.Event
+
+
+C = TypeVar("C", bound=Stoppable)
+RunnerTurn = Callable[[scheduler_pb2.LeasedItem, C, trace.Span | None], Awaitable[recorder_pb2.Outcome]]
+"""The runner's run of one model turn, under its control and in its span."""
+
+MARKER = b'"tool_config"'
+
+
+def names_tool_config(body: bytes) -> bool:
+    """Whether a stored body may carry a tool_config (a byte search: most records don't)."""
+    return MARKER in body
+
+
+@dataclass
+class _Progress:
+    """What the loop has so far."""
+
+    started: float
+    calls: int = 0
+    rounds: int = 0
+    last: recorder_pb2.Outcome | None = None
+    usage: recorder_pb2.TokenUsage | None = None
+
+    def add(self, outcome: recorder_pb2.Outcome) -> None:
+        self.calls += outcome.attempts
+        if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
+            return
+        self.last = outcome
+        usage = self.usage = self.usage or recorder_pb2.TokenUsage()
+        usage.prompt_tokens += outcome.usage.prompt_tokens
+        usage.completion_tokens += outcome.usage.completion_tokens
+        usage.cached_tokens += outcome.usage.cached_tokens
+        usage.reasoning_tokens += outcome.usage.reasoning_tokens
+
+
+def _usage_json(usage: recorder_pb2.TokenUsage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def _finished(progress: _Progress, answer: dict[str, Any]) -> recorder_pb2.Outcome:
+    """The last answer, with every turn's usage and (after a round) the rounds run."""
+    assert progress.last is not None and progress.usage is not None
+    outcome = recorder_pb2.Outcome()
+    outcome.CopyFrom(progress.last)
+    outcome.attempts = progress.calls
+    outcome.latency_ms = int((time.monotonic() - progress.started) * 1000)
+    if progress.rounds:
+        outcome.usage.CopyFrom(progress.usage)
+        body = {**answer, "usage": _usage_json(progress.usage), "batchgate": {"tool_rounds": progress.rounds}}
+        outcome.response_body = orjson.dumps(body)
+    return outcome
+
+
+def _failed(item: scheduler_pb2.LeasedItem, progress: _Progress, message: str) -> recorder_pb2.Outcome:
+    last = progress.last
+    return recorder_pb2.Outcome(
+        ref=item.ref,
+        state=recorder_pb2.OUTCOME_STATE_FAILED,
+        error_code=FAILURE_CODE,
+        error_message=message[:500],
+        model=last.model if last is not None else item.model,
+        provider=last.provider if last is not None else "",
+        attempts=progress.calls,
+    )
+
+
+def _with_body(item: scheduler_pb2.LeasedItem, body: dict[str, Any]) -> scheduler_pb2.LeasedItem:
+    turn = scheduler_pb2.LeasedItem()
+    turn.CopyFrom(item)
+    turn.body = orjson.dumps(body)
+    return turn
+
+
+def _replies(answer: dict[str, Any], calls: list[ToolCall], contents: list[str]) -> list[dict[str, Any]]:
+    """The assistant's tool-calling message and one tool message per call, as the model's
+    next turn reads them."""
+    message = answer["choices"][0]["message"]
+    assistant = {"role": "assistant", "content": message.get("content"), "tool_calls": [c.raw for c in calls]}
+    tools = [
+        {"role": "tool", "tool_call_id": c.id, "content": text}
+        for c, text in zip(calls, contents, strict=True)
+    ]
+    return [assistant, *tools]
+
+
+class ToolLoop:
+    """The executor's tool loops, over one tool transport (closed with the runner)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._transport = ToolTransport(settings)
+        self._timeout_cap_ms = int(settings.request_timeout_s * 1000)
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    def _session(self, config: ToolConfig, item: scheduler_pb2.LeasedItem, traced: bool) -> ToolSession:
+        if config.type == "mcp":
+            return McpTools(self._transport, config, item, traced)
+        return HttpTools(self._transport, config, item, traced)
+
+    async def run(
+        self, item: scheduler_pb2.LeasedItem, run: RunnerTurn[C], control: C, span: trace.Span | None
+    ) -> recorder_pb2.Outcome:
+        """The record's outcome: its one `run` (the runner's), or when its body carries a
+        tool_config, its tool loop with a `run` per model turn. A stop of the record's batch
+        (`control.stop`) is heard between rounds."""
+
+        async def turn(one: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+            return await run(one, control, span)
+
+        if not names_tool_config(item.body):
+            return await turn(item)
+        body = orjson.loads(item.body)
+        named, raw = raw_tool_config(body) if isinstance(body, dict) else (False, None)
+        if not named:
+            return await turn(item)
+        progress = _Progress(time.monotonic())
+        try:
+            config = parse_tool_config(raw, self._timeout_cap_ms)
+        except InvalidToolConfig as exc:
+            return _failed(item, progress, f"The tool_config cannot be used: {exc}")
+        traced = span is not None
+        session = self._session(config, item, traced)
+        try:
+            loop = _Run(item, turn, traced, control.stop.is_set, config, session)
+            return await loop.run(strip_tool_config(body), progress)
+        finally:
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():  # a dropped record does not wait for it
+                await session.close()
+
+
+@dataclass
+class _Run:
+    """One record's loop."""
+
+    item: scheduler_pb2.LeasedItem
+    turn: Turn
+    traced: bool
+    stopped: Callable[[], bool]
+    config: ToolConfig
+    session: ToolSession
+
+    async def run(self, request: dict[str, Any], progress: _Progress) -> recorder_pb2.Outcome:
+        messages = list(request.get("messages") or [])
+        while True:
+            with tool_spans.model_turn(self.traced, self.item, progress.rounds + 1):
+                try:
+                    outcome = await self.turn(_with_body(self.item, {**request, "messages": messages}))
+                except NotStarted:
+                    if progress.last is None:
+                        raise
+                    return _finished(progress, orjson.loads(progress.last.response_body))
+            progress.add(outcome)
+            if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
+                outcome.attempts = progress.calls
+                return outcome
+            answer = orjson.loads(outcome.response_body)
+            number = progress.rounds + 1
+            try:
+                calls = requested_calls(answer)
+                if not calls or progress.rounds >= self.config.max_rounds or self.stopped():
+                    return _finished(progress, answer)
+                with tool_spans.tool_round(self.traced, self.item, number, self.config, len(calls)):
+                    contents = await self.session.run_round(number, calls)
+            except ToolFailure as exc:
+                return _failed(self.item, progress, f"Tool round {number} failed: {exc}.")
+            progress.rounds = number
+            crash_point("executor.tools.after_round")
+            messages.extend(_replies(answer, calls, contents))
