@@ -136,14 +136,13 @@ async def check_records(
     param: str,
     model: str = "",
     *,
-    caller: Principal | None = None,
-    discount: float = 0.0,
+    caller: Principal,
+    discount: float,
 ) -> Checked:
     """Stream the input once: check each record (as `shape` checks its API's records, and
     against the `caller`'s policy), pass it through the project's guardrails, insert its item,
     collect rejections, and sum the accepted records' worst-case cost (after `discount`) as
     the batch's hold; with a batch-level `model`, every record must use it."""
-    caller = caller or Principal(project_id="", key_id="")
     async with guardrails(caller.project_policy.guardrails, shape.settings) as guard:
         return await _check_each(
             *(db, shape, batch, endpoint, blob, rejections, param, model),
@@ -181,12 +180,7 @@ async def _check_each(
             if not raw or raw.isspace():
                 continue
             if index >= max_records:
-                raise errors.invalid(
-                    f"The input has more than {max_records} records, the limit per batch"
-                    + (" for this API key or project." if max_records < shape.max_records else "."),
-                    "input_too_large",
-                    param,
-                )
+                raise too_many_records(max_records, shape.max_records, param)
             outcome = await tool_urls.admit(checker.check(raw))
             if guard is not None and isinstance(outcome, Accepted):
                 outcome = await guard.screen(outcome)
@@ -209,6 +203,17 @@ async def _check_each(
     if index == 0:
         raise errors.invalid("The input has no records.", "empty_file", param)
     return Checked(index, accepted, checker.model, holds.usd)
+
+
+def too_many_records(limit: int, gateway_limit: int, param: str) -> errors.ApiError:
+    """400 `input_too_large`: more records than `limit`, the caller's policy's when it is below
+    the gateway's."""
+    return errors.invalid(
+        f"The input has more than {limit} records, the limit per batch"
+        + (" for this API key or project." if limit < gateway_limit else "."),
+        "input_too_large",
+        param,
+    )
 
 
 def item_trace(batch: str, index: int, accepted: Accepted, operation: str) -> dict[str, Any]:

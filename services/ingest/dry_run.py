@@ -40,6 +40,7 @@ from batchgate.services.ingest.create_records import (
     inline_line,
     inline_too_large,
     numbered,
+    too_many_records,
 )
 from batchgate.services.ingest.estimate import Estimate
 from batchgate.services.ingest.guardrails import Guardrails, guardrails
@@ -105,7 +106,16 @@ class DryRun:
         )
         rejections: list[Rejection] = []
         async with guardrails(caller.project_policy.guardrails, self._settings) as guard:
-            total = await self._check_all(caller, lines, param, checker, guard, estimate, holds, rejections)
+            total = await self._check_all(
+                caller,
+                lines,
+                param,
+                checker=checker,
+                guard=guard,
+                estimate=estimate,
+                holds=holds,
+                rejections=rejections,
+            )
         preview = rejections[: self._settings.rejected_preview_max]
         if len(rejections) == total:
             raise errors.invalid(
@@ -159,6 +169,7 @@ class DryRun:
         caller: Principal,
         lines: AsyncIterator[bytes],
         param: str,
+        *,
         checker: RecordChecker,
         guard: Guardrails | None,
         estimate: Estimate,
@@ -176,12 +187,7 @@ class DryRun:
                 continue
             total += 1
             if total > limit:
-                raise errors.invalid(
-                    f"The input has more than {limit} records, the limit per batch"
-                    + (" for this API key or project." if limit < self._settings.max_batch_records else "."),
-                    "input_too_large",
-                    param,
-                )
+                raise too_many_records(limit, self._settings.max_batch_records, param)
             outcome = checker.check(raw)
             if guard is not None and isinstance(outcome, Accepted):
                 outcome = await guard.screen(outcome)
