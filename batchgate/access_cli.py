@@ -27,7 +27,7 @@ from batchgate.services.common.access_policy import (
     parse_scopes,
     scopes_text,
 )
-from batchgate.services.common.config import parse_window
+from batchgate.services.common.windows import parse_window
 
 if TYPE_CHECKING:
     from batchgate.services.common.db import AnyRow, Database

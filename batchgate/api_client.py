@@ -124,11 +124,37 @@ class ApiClient:
     def cancel_batch(self, batch_id: str) -> dict[str, Any]:
         return self._call("POST", f"/batches/{_segment(batch_id)}/cancel", json={})
 
-    def download_results(self, batch_id: str, out: BinaryIO, partial: bool, state: str | None) -> int:
+    def retry_batch(self, batch_id: str, only: str | None, model: str | None) -> dict[str, Any]:
+        body = {k: v for k, v in (("only", only), ("model", model)) if v}
+        return self._call("POST", f"/batches/{_segment(batch_id)}/retry", json=body)
+
+    def download_results(
+        self, batch_id: str, out: BinaryIO, partial: bool, state: str | None, result_format: str | None = None
+    ) -> int:
         params: dict[str, Any] = {"partial": "true"} if partial else {}
         if state:
             params["state"] = state
+        if result_format:
+            params["format"] = result_format
         return self._download(f"/batches/{_segment(batch_id)}/results", out, params)
+
+    # --- recurring batch templates ---------------------------------------------------------
+
+    def list_templates(self, **query: Any) -> dict[str, Any]:
+        return self._call("GET", "/batch_templates", params={k: v for k, v in query.items() if v is not None})
+
+    def get_template(self, template_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/batch_templates/{_segment(template_id)}")
+
+    def update_template(self, template_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("POST", f"/batch_templates/{_segment(template_id)}", json=body)
+
+    def template_action(self, template_id: str, action: str) -> dict[str, Any]:
+        """`pause` or `resume`."""
+        return self._call("POST", f"/batch_templates/{_segment(template_id)}/{action}", json={})
+
+    def delete_template(self, template_id: str) -> dict[str, Any]:
+        return self._call("DELETE", f"/batch_templates/{_segment(template_id)}")
 
     # --- usage -------------------------------------------------------------------------------
 

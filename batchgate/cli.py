@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from batchgate import client_cli, server_cli
+from batchgate import client_cli, server_cli, templates_cli
 from batchgate.exit_codes import CommandError
 
 INTERRUPTED = 130
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     server_cli.add_commands(sub)
     client_cli.add_commands(sub)
+    templates_cli.add_commands(sub)
     return parser
 
 

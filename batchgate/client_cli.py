@@ -9,7 +9,7 @@ JSON with `--json`; results go to stdout, progress and notes to stderr; exit cod
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -18,17 +18,13 @@ from typing import Any
 
 from batchgate import client_views as views
 from batchgate.api_client import ApiClient, ApiFailure, save_to
+from batchgate.client_commands import Handler, add_verb, common_options, runner
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
-from batchgate.services.common.loading import load_settings
-from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState
+from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState, TemplateStatus
 
-BASE_URL_ENV = "BATCHGATE_BASE_URL"
-API_KEY_ENV = "BATCHGATE_API_KEY"
 PRIORITIES = ("standard", "expedited")
-
-Handler = Callable[[argparse.Namespace, ApiClient], ExitCode]
-
+RETRY_SELECTIONS = (ItemState.FAILED.value, ItemState.EXPIRED.value, ItemState.CANCELLED.value)
 
 # --- output ---------------------------------------------------------------------------------------
 
@@ -117,11 +113,20 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     path = Path(args.input_file)
     if not path.is_file():
         raise CommandError(ExitCode.INVALID, f"no such input file: {path}")
-    body: dict[str, Any] = {"endpoint": args.endpoint, "completion_window": args.completion_window}
+    body: dict[str, Any] = {"completion_window": args.completion_window}
+    body.update(
+        {k: v for k, v in (("endpoint", args.endpoint), ("model", args.model), ("name", args.name)) if v}
+    )
     if args.metadata:
         body["metadata"] = _metadata(args.metadata)
     if args.priority is not None:
         body["priority"] = _priority(args.priority)
+    if args.cron or args.cron_timezone:
+        if args.wait:
+            raise CommandError(ExitCode.INVALID, "--wait follows a batch; a --cron template spawns many")
+        body.update({k: v for k, v in (("cron", args.cron), ("cron_timezone", args.cron_timezone)) if v})
+    if args.dry_run:
+        return _dry_run(args, api, path, body)
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
     uploaded = api.upload_file(path)
     views.note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
@@ -134,12 +139,53 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     _show_rejections(batch, rejections_out, api)
     if not args.json:
         print(batch["id"], flush=True)
+    if batch["status"] == TemplateStatus.SCHEDULED:
+        views.note(f"template {batch['id']} scheduled: next run at {views.when(batch['next_run_at'])}")
+        if args.json:
+            views.print_json(batch)
+        return ExitCode.OK
     views.note(f"batch {batch['id']} {batch['status']}: {batch['request_counts']['total']} request(s)")
+    return _follow(args, api, batch)
+
+
+def _follow(args: argparse.Namespace, api: ApiClient, batch: dict[str, Any]) -> ExitCode:
+    """After a create or retry: with --wait, follow the new batch to its end and download."""
     if not args.wait:
         if args.json:
             views.print_json(batch)
         return ExitCode.OK
     return _finished(api, _wait(api, batch, args.poll_interval), args)
+
+
+def _record_or_text(line: str) -> Any:
+    """A JSONL line's value; a line that is not JSON goes as its text, for the server to reject."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        return line
+
+
+def _dry_run(args: argparse.Namespace, api: ApiClient, path: Path, body: dict[str, Any]) -> ExitCode:
+    """Send the file's records inline with `dry_run` (so not even the upload is stored) and
+    print the would-be batch's summary and estimate."""
+    body["dry_run"] = True
+    lines = path.read_text(encoding="utf-8-sig").split("\n")
+    body["requests"] = [_record_or_text(line) for line in lines if line.strip()]
+    try:
+        batch = api.create_batch(body)
+    except ApiFailure as failure:
+        _show_rejections(failure.error, None, api)
+        raise
+    _show_rejections(batch, None, api)
+    return views.show(args, batch, views.estimate_table)
+
+
+def cmd_batches_retry(args: argparse.Namespace, api: ApiClient) -> ExitCode:
+    batch = api.retry_batch(args.batch_id, args.only, args.model)
+    if not args.json:
+        print(batch["id"], flush=True)
+        views.note(f"retry of {batch.get('retry_of')}: {batch['request_counts']['total']} request(s)")
+    return _follow(args, api, batch)
 
 
 def cmd_batches_get(args: argparse.Namespace, api: ApiClient) -> ExitCode:
@@ -169,7 +215,10 @@ def _download(args: argparse.Namespace, fetch: Callable[[Any], int]) -> ExitCode
 
 
 def cmd_batches_results(args: argparse.Namespace, api: ApiClient) -> ExitCode:
-    return _download(args, lambda out: api.download_results(args.batch_id, out, args.partial, args.state))
+    result_format = "merged" if args.merged else "simple" if args.simple else None
+    return _download(
+        args, lambda out: api.download_results(args.batch_id, out, args.partial, args.state, result_format)
+    )
 
 
 # --- files ----------------------------------------------------------------------------------------
@@ -222,39 +271,6 @@ def cmd_usage(args: argparse.Namespace, api: ApiClient) -> ExitCode:
 # --- wiring ---------------------------------------------------------------------------------------
 
 
-def _client(args: argparse.Namespace) -> ApiClient:
-    base_url = args.base_url or os.environ.get(BASE_URL_ENV) or f"{load_settings(args.config).base_url}/v1"
-    api_key = args.api_key or os.environ.get(API_KEY_ENV)
-    if not api_key:
-        raise CommandError(
-            ExitCode.INVALID,
-            f"no API key: pass --api-key or set {API_KEY_ENV} (an operator creates one with "
-            "`batchgate keys create`)",
-        )
-    return ApiClient(base_url, api_key, args.timeout)
-
-
-def _runner(handler: Handler) -> Callable[[argparse.Namespace], None]:
-    def run(args: argparse.Namespace) -> None:
-        with _client(args) as api:
-            code = handler(args, api)
-        if code != ExitCode.OK:
-            sys.exit(int(code))
-
-    return run
-
-
-def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--base-url", help=f"REST base URL with /v1 (default: ${BASE_URL_ENV}, else this host's gateway)"
-    )
-    common.add_argument("--api-key", help=f"API key (default: ${API_KEY_ENV})")
-    common.add_argument("--json", action="store_true", help="print the API's JSON answer (for scripts)")
-    common.add_argument("--timeout", type=float, default=60.0, help="seconds per HTTP call (default 60)")
-    return common
-
-
 def _wait_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wait", action="store_true", help="show progress until the batch ends, then download"
@@ -268,22 +284,22 @@ def _wait_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    common = _common_options()
+    common = common_options()
 
     def verb(
         verbs: Any, name: str, handler: Handler, help: str, *positionals: str
     ) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = verbs.add_parser(name, parents=[common], help=help)
-        for positional in positionals:
-            parser.add_argument(positional)
-        parser.set_defaults(func=_runner(handler))
-        return parser
+        return add_verb(verbs, common, name, handler, help, *positionals)
 
     batches = sub.add_parser("batches", help="create, follow, list, cancel batches and fetch results")
     verbs = batches.add_subparsers(dest="batches_command", required=True)
     create = verb(verbs, "create", cmd_batches_create, "upload a JSONL file and create a batch")
     create.add_argument("--input-file", required=True, help="JSONL, one request per line")
-    create.add_argument("--endpoint", required=True, help="e.g. /v1/chat/completions")
+    create.add_argument("--endpoint", help="e.g. /v1/chat/completions (the default with --model)")
+    create.add_argument(
+        "--model", help="the model every record must use (endpoint then defaults to chat completions)"
+    )
+    create.add_argument("--name", help="a name for people, shown in lists and the panel")
     create.add_argument("--completion-window", default="24h")
     create.add_argument("--priority", help="standard, expedited or an integer (higher runs first)")
     create.add_argument(
@@ -291,18 +307,42 @@ def add_commands(sub: Any) -> None:
     )
     create.add_argument("--idempotency-key", help="a retry with the same key returns the same batch")
     create.add_argument("--rejections-out", metavar="FILE", help="save every rejected record (JSONL) here")
+    create.add_argument(
+        "--cron", help='a recurring batch: a run at each time of this 5-field expression ("0 2 * * *")'
+    )
+    create.add_argument("--cron-timezone", help="IANA time zone of --cron (default UTC)")
+    create.add_argument(
+        "--dry-run", action="store_true", help="check and estimate tokens and cost; store nothing"
+    )
     _wait_options(create)
     _wait_options(verb(verbs, "get", cmd_batches_get, "show one batch", "batch_id"))
     listing = verb(verbs, "list", cmd_batches_list, "list batches, newest first")
     listing.add_argument("--limit", type=int, help="1..100 (default 20)")
     listing.add_argument("--after", help="page after this batch id")
     verb(verbs, "cancel", cmd_batches_cancel, "cancel a batch (finished items are kept)", "batch_id")
+    retry = verb(
+        verbs, "retry", cmd_batches_retry, "run an ended batch's unsuccessful items again", "batch_id"
+    )
+    retry.add_argument(
+        "--only", choices=RETRY_SELECTIONS, help="only items that ended so (default: all three)"
+    )
+    retry.add_argument("--model", help="another model (public alias) for every retried request")
+    _wait_options(retry)
     results = verb(
         verbs, "results", cmd_batches_results, "stream a batch's per-item results (JSONL)", "batch_id"
     )
     results.add_argument("--partial", action="store_true", help="what is finished so far, while it runs")
     results.add_argument(
         "--state", choices=(ItemState.SUCCEEDED.value, ItemState.FAILED.value), help="only these outcomes"
+    )
+    shape = results.add_mutually_exclusive_group()
+    shape.add_argument(
+        "--merged",
+        action="store_true",
+        help="each line with the request's custom_id and body beside its outcome",
+    )
+    shape.add_argument(
+        "--simple", action="store_true", help='one {"custom_id", "content" or "error"} per line'
     )
     results.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
@@ -327,4 +367,4 @@ def add_commands(sub: Any) -> None:
     usage.add_argument("--api-key-id", help="only requests made with this key")
     usage.add_argument("--start-time", type=int, help="unix seconds, inclusive")
     usage.add_argument("--end-time", type=int, help="unix seconds, exclusive")
-    usage.set_defaults(func=_runner(cmd_usage))
+    usage.set_defaults(func=runner(cmd_usage))

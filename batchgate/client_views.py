@@ -50,7 +50,7 @@ def counts(batch: dict[str, Any]) -> str:
 def describe_batch(batch: dict[str, Any]) -> None:
     counts = batch.get("request_counts") or {}
     lines = [
-        f"{batch['id']}  {batch['status']}",
+        f"{batch['id']}  {batch['status']}" + (f"  {batch['name']}" if batch.get("name") else ""),
         f"  endpoint   {batch.get('endpoint')}  (model {batch.get('model') or '-'})",
         f"  requests   {counts.get('total', 0)} total, {counts.get('completed', 0)} completed, "
         f"{counts.get('failed', 0)} failed ({batch.get('rejected_count', 0)} rejected at create)",
@@ -61,6 +61,11 @@ def describe_batch(batch: dict[str, Any]) -> None:
     ]
     if batch.get("metadata"):
         lines.append(f"  metadata   {json.dumps(batch['metadata'], ensure_ascii=False)}")
+    lines.extend(_lineage(batch))
+    pace = batch.get("throughput")
+    if pace:
+        eta = f"{pace['eta_s']} s left" if pace.get("eta_s") is not None else "no estimate yet"
+        lines.append(f"  pace       {pace['items_per_s']} items/s, {pace['tokens_per_s']} tokens/s ({eta})")
     usage = batch.get("usage") or {}
     if usage.get("total_tokens"):
         lines.append(f"  tokens     {usage.get('input_tokens')} in, {usage.get('output_tokens')} out")
@@ -68,6 +73,28 @@ def describe_batch(batch: dict[str, Any]) -> None:
     if cost.get("amount"):
         lines.append(f"  cost       {cost['amount']:.6f} {cost.get('currency', '')}")
     print("\n".join(lines))
+
+
+def _lineage(batch: dict[str, Any]) -> list[str]:
+    """The retry links of a batch, as lines of `describe_batch`."""
+    lines = [f"  retry of   {batch['retry_of']}"] if batch.get("retry_of") else []
+    if batch.get("retries"):
+        lines.append(f"  retried as {', '.join(batch['retries'])}")
+    return lines
+
+
+def estimate_table(batch: dict[str, Any]) -> None:
+    """A dry run's would-be batch and estimate (`batches create --dry-run`)."""
+    estimate = batch.get("estimate") or {}
+    currency = estimate.get("currency", "")
+    rows = [
+        ("records", f"{batch['request_counts']['total']} ({batch.get('rejected_count', 0)} rejected)"),
+        ("model", batch.get("model") or "-"),
+        ("input tokens", f"{estimate.get('input_tokens', 0)} ({estimate.get('tokenizer', '')})"),
+        ("max output tokens", str(estimate.get("max_output_tokens", 0))),
+        ("cost", f"{estimate.get('cost_min', 0):.6f} to {estimate.get('cost_max', 0):.6f} {currency}"),
+    ]
+    table(("DRY RUN", "NOTHING WAS STORED"), rows)
 
 
 def describe_file(file: dict[str, Any]) -> None:
@@ -81,10 +108,17 @@ def describe_file(file: dict[str, Any]) -> None:
 
 def batches_table(page: dict[str, Any]) -> None:
     rows = [
-        (b["id"], b["status"], b.get("endpoint", ""), counts(b), when(b.get("created_at")))
+        (
+            b["id"],
+            b.get("name") or "-",
+            b["status"],
+            b.get("endpoint", ""),
+            counts(b),
+            when(b.get("created_at")),
+        )
         for b in page["data"]
     ]
-    table(("ID", "STATUS", "ENDPOINT", "OK/FAILED/TOTAL", "CREATED"), rows)
+    table(("ID", "NAME", "STATUS", "ENDPOINT", "OK/FAILED/TOTAL", "CREATED"), rows)
     if page.get("has_more"):
         note(f"more: batchgate batches list --after {page['last_id']}")
 

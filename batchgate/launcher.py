@@ -128,8 +128,10 @@ class Stack:
 
     def start_envoy(self) -> None:
         config_path = Path(self.settings.data_dir) / "envoy.yaml"
-        command = envoy_launcher.command(self.settings, config_path)
-        self.spawn(Child("envoy", command, tcp_port=self.settings.port), new_session=True)
+        child = Child("envoy", [], tcp_port=self.settings.port)
+        # The config is rendered here, from the environment Envoy's siblings get (OTEL_*).
+        child.argv = envoy_launcher.command(self.settings, config_path, self._environ(child))
+        self.spawn(child, new_session=True)
 
     def start_all(self) -> None:
         if self.settings.uses_simulator:

@@ -91,9 +91,11 @@ class ProgressDisplay:
         self._last_plain: tuple[float, Counts] | None = None
         self._drawn = False
 
-    def _figures(self, counts: Counts) -> str:
+    def _figures(self, counts: Counts, pace: dict[str, Any] | None = None) -> str:
+        """The figures of the line; `pace`: the batch's own `throughput` (the server's last
+        minute), preferred to what this display measured between its polls."""
         pct = f"{100 * counts.done // counts.total}%" if counts.total else "--%"
-        rate = self._meter.rate()
+        rate = pace["items_per_s"] if pace and pace.get("items_per_s") else self._meter.rate()
         remaining = max(counts.total - counts.done, 0)
         if rate is None:
             speed, eta = "--/s", "ETA --"
@@ -125,13 +127,15 @@ class ProgressDisplay:
         now = self._clock()
         self._meter.observe(now, counts.done)
         if self._tty:
-            line = f"{self._batch_id} {counts.status:<11} {self._bar(counts)} {self._figures(counts)}"
+            figures = self._figures(counts, batch.get("throughput"))
+            line = f"{self._batch_id} {counts.status:<11} {self._bar(counts)} {figures}"
             width = shutil.get_terminal_size().columns
             self._stream.write("\r" + line[: max(width - 1, 20)] + "\x1b[K")
             self._drawn = True
         elif self._plain_due(now, counts):
             stamp = time.strftime("%H:%M:%S")
-            self._stream.write(f"{stamp} {self._batch_id} {counts.status}: {self._figures(counts)}\n")
+            figures = self._figures(counts, batch.get("throughput"))
+            self._stream.write(f"{stamp} {self._batch_id} {counts.status}: {figures}\n")
             self._last_plain = (now, counts)
         self._stream.flush()
 

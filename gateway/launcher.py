@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import envoy
@@ -26,9 +28,10 @@ def validate(config_path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def command(settings: Settings, config_path: Path) -> list[str]:
-    """The Envoy command line for `settings` (writes the config first)."""
-    write_config(settings, config_path)
+def command(settings: Settings, config_path: Path, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The Envoy command line for `settings` (writes the config first; `environ`: the
+    environment the services run with, for Envoy's tracing)."""
+    write_config(settings, config_path, environ)
     return [
         envoy_binary(),
         "-c",

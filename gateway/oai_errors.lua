@@ -1,12 +1,15 @@
--- Turns gRPC errors into OpenAI-shaped HTTP answers for REST clients.
+-- Turns gRPC errors into OpenAI-shaped HTTP answers for REST clients (Anthropic-shaped ones
+-- on the Message Batches routes, /v1/messages/...).
 -- A service aborts with trailing metadata `x-oai-status` (HTTP status) and `x-oai-error`
 -- (the JSON body); this filter, placed before the transcoder, rewrites the response.
 -- On the way in it hands a REST request's query string to the services as the `x-oai-query`
 -- header, so the transcoder binds path parameters only: the services decode the query
 -- against the request message themselves (services/common/rest_input.py), with OpenAI's
 -- error wording, where the transcoder would answer in its own words.
+-- On the Message Batches routes it also passes the request's own scheme and Host as
+-- `x-bg-origin`, so a batch's `results_url` can point back at this gateway.
 -- Requests that arrived as native gRPC are left alone (their clients read the gRPC status).
--- MAX_JSON_BODY_BYTES is defined by gateway/render.py above this text.
+-- MAX_JSON_BODY_BYTES and MAX_MESSAGE_BATCH_BYTES are defined by gateway/render.py above this text.
 
 local function json_string(s)
   s = string.gsub(s, '[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end)
@@ -18,6 +21,29 @@ local function envelope(message, error_type, code)
     '","param":null,"code":"' .. code .. '"}}'
 end
 
+-- Anthropic's error types by HTTP status (services/common/translate/errors.py).
+local ANTHROPIC_TYPES = {["400"] = "invalid_request_error", ["401"] = "authentication_error",
+  ["402"] = "billing_error", ["403"] = "permission_error", ["404"] = "not_found_error",
+  ["409"] = "conflict_error", ["413"] = "request_too_large", ["429"] = "rate_limit_error",
+  ["500"] = "api_error", ["529"] = "overloaded_error"}
+
+local function anthropic_envelope(status, message)
+  local error_type = ANTHROPIC_TYPES[status]
+  if error_type == nil then
+    if tonumber(status) < 500 then error_type = "invalid_request_error" else error_type = "api_error" end
+  end
+  return '{"type":"error","error":{"type":"' .. error_type .. '","message":' .. json_string(message) .. '}}'
+end
+
+local function is_anthropic_path(path)
+  return path == "/v1/messages" or string.sub(path, 1, 13) == "/v1/messages/"
+end
+
+local function is_anthropic(handle)
+  local md = handle:streamInfo():dynamicMetadata():get("oai")
+  return md ~= nil and md["anthropic"] == "1"
+end
+
 local function is_upload(headers)
   local path = string.match(headers:get(":path") or "", "^[^?]*")
   return headers:get(":method") == "POST" and (path == "/v1/files" or path == "/v1/files/")
@@ -25,8 +51,9 @@ end
 
 local function refuse(request_handle, status, message, code)
   request_handle:headers():add("x-oai-local-reply", "1")  -- local_reply_config passes it through
-  request_handle:respond({[":status"] = status, ["content-type"] = "application/json"},
-    envelope(message, "invalid_request_error", code))
+  local body = envelope(message, "invalid_request_error", code)
+  if is_anthropic(request_handle) then body = anthropic_envelope(status, message) end
+  request_handle:respond({[":status"] = status, ["content-type"] = "application/json"}, body)
 end
 
 -- Request side: remember native gRPC calls; move the query string to `x-oai-query`; refuse
@@ -45,12 +72,25 @@ function envoy_on_request(request_handle)
     h:replace(":path", bare)
     if query ~= "" then h:add("x-oai-query", query) end
   end
+  if is_anthropic_path(bare or h:get(":path") or "") then
+    request_handle:streamInfo():dynamicMetadata():set("oai", "anthropic", "1")
+    local scheme = h:get("x-forwarded-proto") or h:get(":scheme") or "http"
+    h:remove("x-bg-origin")
+    h:add("x-bg-origin", scheme .. "://" .. (h:get(":authority") or ""))
+  end
   local method = h:get(":method")
   local length = tonumber(h:get("content-length") or "")
   local has_body = (length ~= nil and length > 0) or h:get("transfer-encoding") ~= nil
   if (method == "GET" or method == "DELETE") and has_body then
     refuse(request_handle, "400", method .. " requests take no body; pass parameters in the query string.",
       "body_not_allowed")
+    return
+  end
+  if is_anthropic(request_handle) then
+    if length ~= nil and length > MAX_MESSAGE_BATCH_BYTES then
+      refuse(request_handle, "413", string.format("The request body is %d bytes; the limit is %d bytes.",
+        length, MAX_MESSAGE_BATCH_BYTES), "request_too_large")
+    end
     return
   end
   if length ~= nil and length > MAX_JSON_BODY_BYTES and not is_upload(h) then
@@ -61,13 +101,15 @@ function envoy_on_request(request_handle)
 end
 
 -- gRPC errors that carry no OpenAI body (raised by the gRPC library, not by our handlers).
-local function fallback(h, grpc_status)
+local function fallback(h, grpc_status, anthropic)
   local message = string.gsub(h:get("grpc-message") or "", "%%(%x%x)",
     function(hex) return string.char(tonumber(hex, 16)) end)
   if grpc_status == "8" and string.find(message, "larger than max", 1, true) then
+    if anthropic then return "413", anthropic_envelope("413", "The request is too large: " .. message) end
     return "413", envelope("The request is too large: " .. message, "invalid_request_error", "request_too_large")
   end
   local status = tonumber(h:get(":status") or "500") or 500
+  if anthropic then return tostring(status), anthropic_envelope(tostring(status), message) end
   local error_type = "invalid_request_error"
   if status >= 500 then error_type = "server_error" elseif status == 429 then error_type = "rate_limit_error" end
   return tostring(status), envelope(message, error_type, "grpc_status_" .. grpc_status)
@@ -82,7 +124,7 @@ function envoy_on_response(response_handle)
   local status = h:get("x-oai-status")
   local grpc_status = h:get("grpc-status")
   if err == nil and grpc_status ~= nil and grpc_status ~= "0" then
-    status, err = fallback(h, grpc_status)
+    status, err = fallback(h, grpc_status, md ~= nil and md["anthropic"] == "1")
   end
   if err == nil then
     h:remove("grpc-status"); h:remove("grpc-message"); h:remove("grpc-accept-encoding")

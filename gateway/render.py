@@ -21,7 +21,9 @@ describes the public API only.
 
 from __future__ import annotations
 
+import os
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
 from batchgate.gateway import panel
+from batchgate.gateway.tracing import envoy_tracing
 from batchgate.services.common import tls
 from batchgate.services.common.config import Settings
 
@@ -44,7 +47,10 @@ SERVICE_CLUSTERS = {
     "batchgate.v1.FilesService": "ingest",
     "batchgate.v1.BatchService": "ingest",
     "batchgate.v1.ModelsService": "ingest",
+    "batchgate.v1.BatchTemplateService": "ingest",
     "batchgate.v1.ResultsService": "results",
+    "batchgate.v1.MessageBatchService": "ingest",
+    "batchgate.v1.MessageBatchResultsService": "results",
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers
 TRANSCODER_BODY_SLACK = 1024 * 1024
@@ -120,6 +126,11 @@ def public_methods(descriptor_set: Path = DESCRIPTOR_SET) -> list[PublicMethod]:
 def max_json_body_bytes(settings: Settings) -> int:
     """Largest JSON body Envoy passes on (413 beyond): inline requests plus room for the rest."""
     return settings.max_inline_bytes + TRANSCODER_BODY_SLACK
+
+
+def max_message_batch_body_bytes(settings: Settings) -> int:
+    """Largest POST /v1/messages/batches body Envoy passes on (ingest checks the exact limit)."""
+    return settings.message_batch_max_bytes + TRANSCODER_BODY_SLACK
 
 
 def sds_paths(config_path: Path) -> dict[str, Path]:
@@ -236,17 +247,22 @@ def _route(match: dict[str, str], cluster: str, streaming: bool, read: bool) -> 
 
 
 def render(
-    settings: Settings, config_path: Path = Path("envoy.yaml"), descriptor_path: Path = DESCRIPTOR_SET
+    settings: Settings,
+    config_path: Path = Path("envoy.yaml"),
+    descriptor_path: Path = DESCRIPTOR_SET,
+    environ: Mapping[str, str] = os.environ,
 ) -> dict[str, Any]:
     """The full Envoy config for `settings` as a dict (written to `config_path`, next to which
-    its SDS files go)."""
+    its SDS files go); `environ` is read for tracing (`OTEL_*`, as the services read it)."""
     text = string.Template(TEMPLATE.read_text()).substitute(
         host=settings.host,
         port=settings.port,
         admin_host=settings.envoy_admin_host,
         admin_port=settings.envoy_admin_port,
         descriptor=str(descriptor_path.resolve()),
-        max_request_body=max_json_body_bytes(settings),
+        max_json_body=max_json_body_bytes(settings),
+        max_message_batch_body=max_message_batch_body_bytes(settings),
+        max_request_body=max(max_json_body_bytes(settings), max_message_batch_body_bytes(settings)),
         max_response_body=settings.grpc_max_message_bytes,
     )
     config: dict[str, Any] = yaml.safe_load(text)
@@ -265,17 +281,21 @@ def render(
     panel.install(hcm)
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
     filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = (
-        f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n" + LUA_FILTER.read_text()
+        f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n"
+        f"local MAX_MESSAGE_BATCH_BYTES = {max_message_batch_body_bytes(settings)}\n" + LUA_FILTER.read_text()
     )
     filters["envoy.filters.http.grpc_json_transcoder"]["services"] = sorted({m.service for m in methods})
     clusters = sorted(set(SERVICE_CLUSTERS.values()))
     config["static_resources"]["clusters"] = [
         _cluster(name, settings.addrs(name), settings, config_path.resolve()) for name in clusters
     ]
+    if (traced := envoy_tracing(environ)) is not None:  # Envoy's spans join the services' traces
+        hcm["tracing"], collector = traced
+        config["static_resources"]["clusters"].append(collector)
     return config
 
 
-def write_config(settings: Settings, path: Path) -> Path:
+def write_config(settings: Settings, path: Path, environ: Mapping[str, str] = os.environ) -> Path:
     """Envoy's config at `path` and, with TLS, its SDS files next to it (checking first that
     Envoy's certificate is there: without it Envoy could not reach any service)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,5 +304,5 @@ def write_config(settings: Settings, path: Path) -> Path:
         sds = sds_paths(path)
         for name, resource in sds_resources(settings).items():
             sds[name].write_text(yaml.safe_dump(resource, sort_keys=False))
-    path.write_text(yaml.safe_dump(render(settings, path), sort_keys=False))
+    path.write_text(yaml.safe_dump(render(settings, path, environ=environ), sort_keys=False))
     return path

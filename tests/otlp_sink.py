@@ -1,5 +1,6 @@
-"""A stand-in for the OpenTelemetry collector: a real OTLP/gRPC server (the `TraceService` and
-`MetricsService` of `opentelemetry-proto`) that keeps every span and metric point it receives.
+"""Stand-ins for the OpenTelemetry collector: a real OTLP/gRPC server (the `TraceService` and
+`MetricsService` of `opentelemetry-proto`) and a real OTLP/HTTP (protobuf) server, each keeping
+every span and metric point it receives.
 
 Tests point `OTEL_EXPORTER_OTLP_ENDPOINT` at it to prove what the services export; the
 tracing benchmark uses it as its collector.
@@ -12,6 +13,7 @@ import time
 from collections import Counter
 from concurrent import futures
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import grpc
@@ -66,28 +68,32 @@ def _service_name(resource: Any) -> str:
     return str(_attributes(resource.attributes).get("service.name", ""))
 
 
+def spans_of(request: trace_service_pb2.ExportTraceServiceRequest) -> list[Span]:
+    """The spans of one OTLP export, whichever transport brought it."""
+    return [
+        Span(
+            service=_service_name(resource_spans.resource),
+            name=s.name,
+            trace_id=s.trace_id.hex(),
+            span_id=s.span_id.hex(),
+            parent_span_id=s.parent_span_id.hex(),
+            kind=SPAN_KINDS.get(s.kind, str(s.kind)),
+            attributes=_attributes(s.attributes),
+            links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
+            error=s.status.code == STATUS_ERROR,
+        )
+        for resource_spans in request.resource_spans
+        for scope in resource_spans.scope_spans
+        for s in scope.spans
+    ]
+
+
 class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, sink: OtlpSink) -> None:
+    def __init__(self, sink: Received) -> None:
         self._sink = sink
 
     def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
-        spans = [
-            Span(
-                service=_service_name(resource_spans.resource),
-                name=s.name,
-                trace_id=s.trace_id.hex(),
-                span_id=s.span_id.hex(),
-                parent_span_id=s.parent_span_id.hex(),
-                kind=SPAN_KINDS.get(s.kind, str(s.kind)),
-                attributes=_attributes(s.attributes),
-                links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
-                error=s.status.code == STATUS_ERROR,
-            )
-            for resource_spans in request.resource_spans
-            for scope in resource_spans.scope_spans
-            for s in scope.spans
-        ]
-        self._sink.add(spans, [])
+        self._sink.add(spans_of(request), [])
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -105,33 +111,35 @@ def _points(service: str, metric: Any) -> list[Point]:
     return points
 
 
+def points_of(request: metrics_service_pb2.ExportMetricsServiceRequest) -> list[Point]:
+    """The metric points of one OTLP export, whichever transport brought it."""
+    return [
+        point
+        for resource_metrics in request.resource_metrics
+        for scope in resource_metrics.scope_metrics
+        for metric in scope.metrics
+        for point in _points(_service_name(resource_metrics.resource), metric)
+    ]
+
+
 class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
-    def __init__(self, sink: OtlpSink) -> None:
+    def __init__(self, sink: Received) -> None:
         self._sink = sink
 
     def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
-        points = [
-            point
-            for resource_metrics in request.resource_metrics
-            for scope in resource_metrics.scope_metrics
-            for metric in scope.metrics
-            for point in _points(_service_name(resource_metrics.resource), metric)
-        ]
-        self._sink.add([], points)
+        self._sink.add([], points_of(request))
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
 
-class OtlpSink:
-    """Serves OTLP traces and metrics on 127.0.0.1:`port` while in a `with` block."""
+class Received:
+    """Every span and metric point a sink received, safe across its server threads."""
 
-    def __init__(self, port: int) -> None:
-        self.port = port
+    def __init__(self) -> None:
         self._spans: list[Span] = []
         self._points: list[Point] = []
         self._lock = threading.Lock()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self), self._server)
-        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Metrics(self), self._server)
+        self.paths: Counter[str] = Counter()
+        """HTTP sinks: exports received per URL path."""
 
     def add(self, spans: list[Span], points: list[Point]) -> None:
         with self._lock:
@@ -167,6 +175,17 @@ class OtlpSink:
         with self._lock:
             return [p for p in self._points if metric is None or p.metric == metric]
 
+
+class OtlpSink(Received):
+    """Serves OTLP/gRPC traces and metrics on 127.0.0.1:`port` while in a `with` block."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self), self._server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Metrics(self), self._server)
+
     def __enter__(self) -> OtlpSink:
         self._server.add_insecure_port(f"127.0.0.1:{self.port}")
         self._server.start()
@@ -174,3 +193,68 @@ class OtlpSink:
 
     def __exit__(self, *exc: object) -> None:
         self._server.stop(grace=None)
+
+
+class OtlpHttpSink(Received):
+    """Serves OTLP/HTTP with protobuf bodies (`POST <path>` with `application/x-protobuf`) on
+    127.0.0.1, on an ephemeral port, while in a `with` block: a path ending in `/v1/traces` or
+    `/traces` takes spans, one ending in `metrics` takes metric points; anything else is 404."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _body(self) -> bytes:
+                if self.headers.get("transfer-encoding", "").lower() != "chunked":  # Envoy chunks
+                    return self.rfile.read(int(self.headers.get("content-length", "0")))
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0], 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                self.rfile.readline()  # the empty line after the last chunk
+                return b"".join(chunks)
+
+            def do_POST(self) -> None:
+                body = self._body()
+                if self.headers.get("content-type") != "application/x-protobuf":
+                    return self._answer(415)
+                if self.path.endswith("traces"):
+                    request: Any = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+                    sink.add(spans_of(request), [])
+                    answer: Any = trace_service_pb2.ExportTraceServiceResponse()
+                elif self.path.endswith("metrics"):
+                    request = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
+                    sink.add([], points_of(request))
+                    answer = metrics_service_pb2.ExportMetricsServiceResponse()
+                else:
+                    return self._answer(404)
+                with sink._lock:
+                    sink.paths[self.path] += 1
+                self._answer(200, answer.SerializeToString())
+
+            def _answer(self, status: int, payload: bytes = b"") -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def __enter__(self) -> OtlpHttpSink:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

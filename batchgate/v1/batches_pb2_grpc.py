@@ -60,6 +60,11 @@ class BatchServiceStub:
                 request_serializer=batchgate_dot_v1_dot_batches__pb2.UpdateBatchMetadataRequest.SerializeToString,
                 response_deserializer=batchgate_dot_v1_dot_batches__pb2.Batch.FromString,
                 _registered_method=True)
+        self.RetryBatch = channel.unary_unary(
+                '/batchgate.v1.BatchService/RetryBatch',
+                request_serializer=batchgate_dot_v1_dot_batches__pb2.RetryBatchRequest.SerializeToString,
+                response_deserializer=batchgate_dot_v1_dot_batches__pb2.Batch.FromString,
+                _registered_method=True)
 
 
 class BatchServiceServicer:
@@ -111,6 +116,17 @@ class BatchServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryBatch(self, request, context):
+        """Extension: a new batch of exactly the items of an ended batch that did not succeed (same
+        custom_ids and bodies, optionally another model), linked both ways (`retry_of` /
+        `retries`). Asking again with the same selection answers the same new batch.
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BatchServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +153,11 @@ def add_BatchServiceServicer_to_server(servicer, server):
             'UpdateBatchMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateBatchMetadata,
                     request_deserializer=batchgate_dot_v1_dot_batches__pb2.UpdateBatchMetadataRequest.FromString,
+                    response_serializer=batchgate_dot_v1_dot_batches__pb2.Batch.SerializeToString,
+            ),
+            'RetryBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryBatch,
+                    request_deserializer=batchgate_dot_v1_dot_batches__pb2.RetryBatchRequest.FromString,
                     response_serializer=batchgate_dot_v1_dot_batches__pb2.Batch.SerializeToString,
             ),
     }
@@ -275,6 +296,33 @@ class BatchService:
             target,
             '/batchgate.v1.BatchService/UpdateBatchMetadata',
             batchgate_dot_v1_dot_batches__pb2.UpdateBatchMetadataRequest.SerializeToString,
+            batchgate_dot_v1_dot_batches__pb2.Batch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/batchgate.v1.BatchService/RetryBatch',
+            batchgate_dot_v1_dot_batches__pb2.RetryBatchRequest.SerializeToString,
             batchgate_dot_v1_dot_batches__pb2.Batch.FromString,
             options,
             channel_credentials,

@@ -10,14 +10,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GetBatchResultsRequest(_message.Message):
-    __slots__ = ("batch_id", "partial", "state")
+    __slots__ = ("batch_id", "partial", "state", "format")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     partial: bool
     state: str
-    def __init__(self, batch_id: _Optional[str] = ..., partial: _Optional[bool] = ..., state: _Optional[str] = ...) -> None: ...
+    format: str
+    def __init__(self, batch_id: _Optional[str] = ..., partial: _Optional[bool] = ..., state: _Optional[str] = ..., format: _Optional[str] = ...) -> None: ...
 
 class GetUsageRequest(_message.Message):
     __slots__ = ("start_time", "end_time", "batch_id", "model", "api_key_id", "group_by")

@@ -29,6 +29,11 @@ const TIMESTAMPS = [
   ['expires_at', 'Window ends'],
 ];
 
+/** A link to another batch's page (retry links). */
+function batchLink(id) {
+  return h('a', { href: `#/batches/${encodeURIComponent(id)}`, class: 'mono' }, id, ' ');
+}
+
 export function renderDetail(main, batchId) {
   const heading = h('h1', { class: 'mono break' }, batchId);
   const statusLine = h('p', { class: 'status-line', role: 'status' });
@@ -105,8 +110,11 @@ export function renderDetail(main, batchId) {
   function renderProgress() {
     const p = progressOf(batch);
     const running = !isTerminal(batch.status);
-    const rate = meter.rate();
-    const eta = meter.eta(p.total - p.done);
+    // The server's pace over the last minute (`throughput`) when it gives one; else what this
+    // page measured between its polls.
+    const pace = batch.throughput;
+    const rate = pace ? pace.items_per_s : meter.rate();
+    const eta = pace ? pace.eta_s : meter.eta(p.total - p.done);
     replace(
       progress,
       h('h2', { id: 'progress-title' }, 'Progress'),
@@ -132,6 +140,7 @@ export function renderDetail(main, batchId) {
             h('dd', { id: 'rate' }, rate ? `${rate.toFixed(1)}/s` : '—'),
             h('dt', {}, 'Time left'),
             h('dd', { id: 'eta' }, eta !== null ? formatDuration(eta) : '—'),
+            pace ? [h('dt', {}, 'Tokens'), h('dd', { id: 'tokens-rate' }, `${Math.round(pace.tokens_per_s)}/s`)] : null,
           )
         : null,
     );
@@ -144,6 +153,7 @@ export function renderDetail(main, batchId) {
       h(
         'dl',
         {},
+        batch.name ? [h('dt', {}, 'Name'), h('dd', { id: 'batch-name' }, batch.name)] : null,
         h('dt', {}, 'Endpoint'),
         h('dd', { class: 'mono' }, batch.endpoint),
         h('dt', {}, 'Model'),
@@ -152,6 +162,8 @@ export function renderDetail(main, batchId) {
         h('dd', {}, String(batch.priority)),
         h('dt', {}, 'Window'),
         h('dd', {}, batch.completion_window),
+        batch.retry_of ? [h('dt', {}, 'Retry of'), h('dd', {}, batchLink(batch.retry_of))] : null,
+        batch.retries?.length ? [h('dt', {}, 'Retried as'), h('dd', {}, batch.retries.map(batchLink))] : null,
       ),
       batch.errors?.data?.length
         ? h('ul', { class: 'errors' }, batch.errors.data.map((e) => h('li', {}, h('code', {}, e.code), ' ', e.message)))

@@ -186,6 +186,7 @@ function row(batch) {
     cell(
       'Batch',
       h('a', { href: `#/batches/${encodeURIComponent(batch.id)}`, id: `link-${batch.id}`, class: 'mono' }, batch.id),
+      batch.name ? h('div', { class: 'batch-name' }, batch.name) : null,
       h('div', { class: 'hint' }, formatTime(batch.created_at)),
     ),
     cell('Status', statusBadge(batch.status)),

@@ -56,6 +56,19 @@ METHOD_SCOPES: dict[str, Scope] = {
     "/batchgate.v1.FilesService/ListFiles": Scope.FILES_READ,
     "/batchgate.v1.FilesService/GetFile": Scope.FILES_READ,
     "/batchgate.v1.FilesService/GetFileContent": Scope.FILES_READ,
+    "/batchgate.v1.BatchService/RetryBatch": Scope.BATCHES_WRITE,
+    "/batchgate.v1.MessageBatchService/CreateMessageBatch": Scope.BATCHES_WRITE,
+    "/batchgate.v1.MessageBatchService/CancelMessageBatch": Scope.BATCHES_WRITE,
+    "/batchgate.v1.MessageBatchService/DeleteMessageBatch": Scope.BATCHES_WRITE,
+    "/batchgate.v1.MessageBatchService/GetMessageBatch": Scope.BATCHES_READ,
+    "/batchgate.v1.MessageBatchService/ListMessageBatches": Scope.BATCHES_READ,
+    "/batchgate.v1.MessageBatchResultsService/GetMessageBatchResults": Scope.BATCHES_READ,
+    "/batchgate.v1.BatchTemplateService/UpdateBatchTemplate": Scope.BATCHES_WRITE,
+    "/batchgate.v1.BatchTemplateService/PauseBatchTemplate": Scope.BATCHES_WRITE,
+    "/batchgate.v1.BatchTemplateService/ResumeBatchTemplate": Scope.BATCHES_WRITE,
+    "/batchgate.v1.BatchTemplateService/DeleteBatchTemplate": Scope.BATCHES_WRITE,
+    "/batchgate.v1.BatchTemplateService/ListBatchTemplates": Scope.BATCHES_READ,
+    "/batchgate.v1.BatchTemplateService/GetBatchTemplate": Scope.BATCHES_READ,
 }
 
 

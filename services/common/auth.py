@@ -7,6 +7,7 @@ a project, and a project sees only its own files and batches. Both `Authorizatio
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import hashlib
 import secrets
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from batchgate.services.common import errors
 from batchgate.services.common.access_policy import ALL_SCOPES, Policy, Scope, parse_scopes, scopes_text
-from batchgate.services.common.db import Database, projects
+from batchgate.services.common.db import AnyRow, Database, projects
 from batchgate.services.common.ids import api_key_id, project_id
 
 KEY_PREFIX = "bg-"
@@ -72,7 +73,9 @@ class CreatedKey:
 
 
 def new_webhook_secret() -> str:
-    return "whsec_" + secrets.token_urlsafe(32)
+    """A Standard Webhooks signing secret: `whsec_` + the base64 of 32 random bytes (the form
+    `openai`'s `webhooks.unwrap` and the `standardwebhooks` library decode)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 async def ensure_project(db: Database, name: str = DEFAULT_PROJECT_NAME) -> str:
@@ -145,6 +148,18 @@ async def revoke_key(db: Database, key_id: str) -> bool:
         return await projects.revoke_key(conn, key_id)
 
 
+def principal_of(row: AnyRow) -> Principal:
+    """The caller a key row stands for (`projects.key_owner` / `key_by_id` columns): its
+    project, scopes and policies."""
+    return Principal(
+        project_id=row.project_id,
+        key_id=row.id,
+        scopes=parse_scopes(row.scopes),
+        project_policy=Policy.from_json(row.project_policy),
+        key_policy=Policy.from_json(row.key_policy),
+    )
+
+
 class KeyVerifier:
     """Verifies keys against the database, caching answers for `cache_s` seconds.
 
@@ -171,13 +186,7 @@ class KeyVerifier:
             found = None
             expiry = now + self._cache_s
             if row is not None:
-                found = Principal(
-                    project_id=row.project_id,
-                    key_id=row.id,
-                    scopes=parse_scopes(row.scopes),
-                    project_policy=Policy.from_json(row.project_policy),
-                    key_policy=Policy.from_json(row.key_policy),
-                )
+                found = principal_of(row)
                 if row.expires_at is not None:  # an expiring key is not cached past its expiry
                     expiry = min(expiry, now + row.expires_at - time.time())
             if len(self._cache) > 10_000:

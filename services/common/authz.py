@@ -39,6 +39,8 @@ ALLOWED_CALLERS: Mapping[str, frozenset[str]] = {
     "/batchgate.internal.v1.RecorderService/RecordResults": frozenset({EXECUTOR}),
     "/batchgate.internal.v1.RecorderService/FinalizeBatch": frozenset({SCHEDULER, RESULTS}),
     "/batchgate.internal.v1.SpendService/GetSpend": frozenset({INGEST}),
+    # ingest: the runs of recurring templates, spawned when the scheduler finds them due
+    "/batchgate.internal.v1.TemplateRunsService/SpawnRun": frozenset({SCHEDULER}),
     # executor: what it is doing
     "/batchgate.internal.v1.ExecutorService/GetExecutorStatus": frozenset({OPERATOR}),
     # the public API (an API key is checked on top), health and reflection
@@ -46,6 +48,9 @@ ALLOWED_CALLERS: Mapping[str, frozenset[str]] = {
     "/batchgate.v1.BatchService/*": frozenset({ENVOY, OPERATOR}),
     "/batchgate.v1.ResultsService/*": frozenset({ENVOY, OPERATOR}),
     "/batchgate.v1.ModelsService/*": frozenset({ENVOY, OPERATOR}),
+    "/batchgate.v1.MessageBatchService/*": frozenset({ENVOY, OPERATOR}),
+    "/batchgate.v1.MessageBatchResultsService/*": frozenset({ENVOY, OPERATOR}),
+    "/batchgate.v1.BatchTemplateService/*": frozenset({ENVOY, OPERATOR}),
     "/grpc.reflection.v1.ServerReflection/*": frozenset({ENVOY, OPERATOR}),
     "/grpc.reflection.v1alpha.ServerReflection/*": frozenset({ENVOY, OPERATOR}),
     "/grpc.health.v1.Health/*": frozenset(IDENTITIES),

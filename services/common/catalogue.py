@@ -14,6 +14,7 @@ from typing import Any
 SUPPORTED_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings", "/v1/completions", "/v1/responses")
 # Models on an Anthropic provider serve chat completions only (translated to Messages).
 ANTHROPIC_ENDPOINTS = ("/v1/chat/completions",)
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 SIMULATED_PROVIDER = "simulated"
 PROVIDER_KINDS = ("openai", "anthropic")
 CATALOGUE_KEYS = ("retry", "providers", "models")  # the YAML keys this module reads
@@ -76,6 +77,13 @@ class ProviderConfig:
     default_max_tokens: int = 4096
     """`max_tokens` sent to Anthropic when a request sets neither `max_tokens` nor
     `max_completion_tokens` (Anthropic requires one)."""
+    max_tokens_field: str = "max_tokens"
+    """Where a Message Batch request's `max_tokens` goes on a provider of kind `openai`:
+    `max_tokens` (vLLM, Ollama, llama.cpp) or `max_completion_tokens` (OpenAI's reasoning
+    models refuse `max_tokens`)."""
+    vllm_extensions: bool = False
+    """The provider (kind `openai`) takes vLLM's extra chat parameters, so Message Batch requests
+    may use `top_k` and a prefilled final assistant turn there."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,8 @@ def _check_provider(p: ProviderConfig) -> None:
         raise ValueError(f"provider {p.name}: budgets and cool-down must not be negative")
     if p.default_max_tokens < 1:
         raise ValueError(f"provider {p.name}: default_max_tokens must be at least 1")
+    if p.max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise ValueError(f"provider {p.name}: max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
 
 
 def _check_retry(retry: RetryPolicy) -> None:

@@ -27,6 +27,7 @@ _BY_STATUS: dict[int, tuple[grpc.StatusCode, str]] = {
     429: (grpc.StatusCode.RESOURCE_EXHAUSTED, "rate_limit_error"),
     500: (grpc.StatusCode.INTERNAL, "server_error"),
     503: (grpc.StatusCode.UNAVAILABLE, "server_error"),
+    529: (grpc.StatusCode.UNAVAILABLE, "server_error"),  # Anthropic's "overloaded"
 }
 
 OAI_STATUS_KEY = "x-oai-status"

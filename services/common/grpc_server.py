@@ -6,7 +6,8 @@ caller's certificate identity may call the method (`authz.ALLOWED_CALLERS`, else
 PERMISSION_DENIED before anything runs), (for public services) verifies the API key and sets
 `auth.current_principal`, decodes a REST call's query string into the request (see
 `rest_input`), and turns an `ApiError` (or any unexpected exception) into a gRPC abort
-carrying the OpenAI error envelope for Envoy (see `errors`). Several services can share one
+carrying the OpenAI error envelope for Envoy (see `errors`; Anthropic's envelope on the
+Anthropic-shaped services, see `anthropic_errors`). Several services can share one
 process (the embedded mode hosts ingest, scheduler and results together), each on its own
 port with its own identity.
 """
@@ -29,6 +30,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from batchgate.services.common import auth, authz, errors, rest_input, rpc_tracing, tls
 from batchgate.services.common.access_policy import require_scope
+from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
 from batchgate.services.common.config import Settings
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,10 @@ class _Guard:
         self._public = method.startswith(PUBLIC_PREFIX)
         self._verifier = verifier if self._public else None
         self._authorize = authorize
+        self._anthropic = speaks_anthropic(method)
+
+    def _shaped(self, exc: errors.ApiError) -> errors.ApiError:
+        return in_anthropic_shape(exc) if self._anthropic else exc
 
     async def _enter(self, context: grpc.aio.ServicerContext) -> None:
         if self._authorize:
@@ -128,11 +134,11 @@ class _Guard:
                 yield
                 rpc_tracing.set_rpc_status(span, grpc.StatusCode.OK, server=True)
             except errors.ApiError as exc:
-                await _abort(context, exc, span)
+                await _abort(context, self._shaped(exc), span)
             except (grpc.aio.AbortError, asyncio.CancelledError):
                 raise
             except Exception:
-                await _abort(context, _internal_error(self._method), span)
+                await _abort(context, self._shaped(_internal_error(self._method)), span)
 
     def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -41,6 +41,11 @@ def batch_id() -> str:
     return new_id("batch_")
 
 
+def message_batch_id() -> str:
+    """An Anthropic Message Batch's id (`services.common.api_shapes`)."""
+    return new_id("msgbatch_")
+
+
 def project_id() -> str:
     return new_id("proj_")
 

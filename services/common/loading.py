@@ -23,7 +23,8 @@ from batchgate.services.common.catalogue import (
     parse_catalogue,
     simulated_catalogue,
 )
-from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields, parse_window
+from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields
+from batchgate.services.common.windows import parse_window
 
 MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
 
@@ -86,12 +87,13 @@ def load_settings(
 def _check_limits(settings: Settings) -> None:
     if not 1 <= settings.max_custom_id_length <= MAX_CUSTOM_ID_COLUMN:
         raise ValueError(f"max_custom_id_length must be between 1 and {MAX_CUSTOM_ID_COLUMN}")
-    for window in settings.completion_window_list:
+    windows = [("completion_windows", w) for w in settings.completion_window_list]
+    for name, window in [*windows, ("message_batch_window", settings.message_batch_window)]:
         try:
             parse_window(window)
         except ValueError:
             raise ValueError(
-                f"completion_windows: {window!r} is not <number><unit> with a unit of s, m, h or d"
+                f"{name}: {window!r} is not <number><unit> with a unit of s, m, h or d"
             ) from None
 
 

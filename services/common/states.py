@@ -94,6 +94,22 @@ class DeliveryStatus(StrEnum):
     FAILED = "failed"
 
 
+class TemplateStatus(StrEnum):
+    """A recurring batch template: spawning runs, or not until it is resumed."""
+
+    SCHEDULED = "scheduled"
+    PAUSED = "paused"
+
+
+class PauseReason(StrEnum):
+    """Why a template is paused: the user asked, or it can make no run any more."""
+
+    BY_USER = "paused_by_user"
+    INPUT_FILE_DELETED = "input_file_deleted"
+    INPUT_FILE_EXPIRED = "input_file_expired"
+    API_KEY_REVOKED = "api_key_revoked"
+
+
 class UsageSource(StrEnum):
     BATCH = "batch"
 

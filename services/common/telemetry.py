@@ -1,9 +1,10 @@
 """OpenTelemetry: tracer and meter setup, item traces, and the trace context between services.
 
-Configuration is the standard `OTEL_*` environment: spans and metrics go out over OTLP/gRPC
-when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variant) is set and not at all
-otherwise; `OTEL_SDK_DISABLED=true` or `OTEL_{TRACES,METRICS}_EXPORTER=none` turn a signal
-off, and the exporter and batch processor read their own `OTEL_EXPORTER_OTLP_*` / `OTEL_BSP_*`
+Configuration is the standard `OTEL_*` environment: spans and metrics go out over OTLP (gRPC,
+or HTTP/protobuf with `OTEL_EXPORTER_OTLP_PROTOCOL`: `otlp_exporters`) when
+`OTEL_EXPORTER_OTLP_ENDPOINT` (or the per-signal variant) is set and not at all otherwise;
+`OTEL_SDK_DISABLED=true` or `OTEL_{TRACES,METRICS}_EXPORTER=none` turn a signal off, and the
+exporter and batch processor read their own `OTEL_EXPORTER_OTLP_*` / `OTEL_BSP_*`
 variables. Each hosted service gets its own tracer and meter provider with
 `service.name = batchgate-<service>`, so the embedded process that hosts ingest, scheduler and
 results still shows three services. Metrics are also served for Prometheus when
@@ -37,6 +38,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
 from batchgate.services.common.config import Settings
+from batchgate.services.common.otlp_exporters import metric_exporter, signal_on, span_exporter
 
 log = logging.getLogger(__name__)
 
@@ -55,18 +57,6 @@ _meter_providers: dict[str, Any] = {}
 _prometheus_server: Any = None
 _prometheus_tried = False
 _item_ratio = 0.0
-
-
-def _env_on(signal: str) -> bool:
-    """Whether OTLP export of `signal` (TRACES, METRICS) is configured and not switched off."""
-    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    if os.environ.get(f"OTEL_{signal}_EXPORTER", "otlp").strip().lower() == "none":
-        return False
-    return bool(
-        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
-    )
 
 
 def _service_name(service: str, hosted: Sequence[str]) -> str:
@@ -116,12 +106,11 @@ def _sampler() -> Any:
 
 
 def _span_processor() -> Any:
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or SPAN_QUEUE)
     batch = int(os.environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") or min(SPAN_EXPORT_BATCH, queue))
-    return BatchSpanProcessor(OTLPSpanExporter(), max_queue_size=queue, max_export_batch_size=batch)
+    return BatchSpanProcessor(span_exporter(), max_queue_size=queue, max_export_batch_size=batch)
 
 
 def _prometheus_reader(port: int, host: str) -> Any | None:
@@ -154,8 +143,8 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
     from opentelemetry.sdk.resources import Resource
 
     _item_ratio = settings.trace_sample_ratio
-    traces = _env_on("TRACES")
-    otlp_metrics = _env_on("METRICS")
+    traces = signal_on("TRACES")
+    otlp_metrics = signal_on("METRICS")
     port = settings.metrics_port_of(services, executor_index)
     for service in services:
         if service in _tracer_providers or service in _meter_providers:
@@ -172,10 +161,9 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
             _tracers[service] = provider.get_tracer(INSTRUMENTATION)
         readers: list[Any] = []
         if otlp_metrics:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+            readers.append(PeriodicExportingMetricReader(metric_exporter()))
         if port and (prometheus := _prometheus_reader(port, settings.metrics_host)) is not None:
             readers.append(prometheus)
         if readers:

@@ -2,8 +2,12 @@
 comes back in OpenAI's shape.
 
 `OpenAICompatible` passes requests through (OpenAI, vLLM, Ollama, llama.cpp all speak the same
-API); only the model name is rewritten when the provider calls it differently. The Anthropic
-adapter (`batchgate.services.executor.anthropic`) translates chat completions both ways. An adapter that
+API); only the model name is rewritten when the provider calls it differently. Message Batch
+items (Anthropic-shaped, `MESSAGES_ENDPOINT`) are translated to a chat completion request
+(`translate.anthropic_to_chat`, checked at create to translate) and a successful answer back
+to an Anthropic Message (`translate.responses`); error answers are kept as the upstream wrote
+them, and the results stream types them in Anthropic's envelope. The Anthropic adapter
+(`batchgate.services.executor.anthropic`) translates chat completions both ways. An adapter that
 cannot express a request raises `UnsupportedRequest`: the item fails at once with a 400 in
 OpenAI's error shape, as the provider itself would have answered.
 """
@@ -16,8 +20,16 @@ from typing import Any, Protocol
 
 import orjson
 
+from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT, chat_target
 from batchgate.services.common.catalogue import ProviderConfig
 from batchgate.services.common.errors import ApiError
+from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
+from batchgate.services.common.translate.errors import to_anthropic_error
+from batchgate.services.common.translate.responses import to_anthropic_message
+from batchgate.services.common.translate.shared import Untranslatable
+
+CHAT_PATH = "/chat/completions"
+BAD_GATEWAY = 502
 
 
 @dataclass(frozen=True)
@@ -102,8 +114,16 @@ class OpenAICompatible:
     def __init__(self, provider: ProviderConfig) -> None:
         self.provider = provider
         self._base = provider.base_url.rstrip("/")
+        self.chat_target = chat_target(provider)
+        """What the server takes beyond OpenAI's parameters, for translated Message Batch items."""
 
     def build(self, endpoint: str, body: bytes, upstream_model: str, requested_model: str) -> UpstreamRequest:
+        if endpoint == MESSAGES_ENDPOINT:
+            return UpstreamRequest(
+                url=self._base + CHAT_PATH,
+                headers={"content-type": "application/json"},
+                content=_chat_request(body, upstream_model, self.chat_target),
+            )
         if upstream_model != requested_model:
             payload = orjson.loads(body)
             payload["model"] = upstream_model
@@ -122,4 +142,27 @@ class OpenAICompatible:
 
     def answer(self, endpoint: str, status_code: int, raw: bytes, request_id: str) -> UpstreamAnswer:
         answer = parse_answer(raw, status_code)
-        return UpstreamAnswer(answer.status_code, answer.body, answer.parsed, request_id)
+        answer = UpstreamAnswer(answer.status_code, answer.body, answer.parsed, request_id)
+        return _message_answer(answer) if endpoint == MESSAGES_ENDPOINT else answer
+
+
+def _chat_request(body: bytes, upstream_model: str, target: ChatTarget) -> bytes:
+    """The chat completion request for a Message Batch item's params."""
+    try:
+        return orjson.dumps(to_chat_request(orjson.loads(body), model=upstream_model, target=target))
+    except Untranslatable as exc:
+        raise UnsupportedRequest(exc.message, exc.param) from None
+
+
+def _message_answer(answer: UpstreamAnswer) -> UpstreamAnswer:
+    """A successful chat.completion as an Anthropic Message; other answers as they are. A
+    success the Message shape cannot hold counts as a bad gateway answer (retried)."""
+    if not 200 <= answer.status_code < 300:
+        return answer
+    try:
+        message = to_anthropic_message(answer.parsed)
+    except Untranslatable as exc:
+        why = {"error": {"message": f"The upstream's answer cannot be translated: {exc.message}"}}
+        error = to_anthropic_error(BAD_GATEWAY, why)
+        return UpstreamAnswer(BAD_GATEWAY, orjson.dumps(error), error, answer.request_id)
+    return UpstreamAnswer(answer.status_code, orjson.dumps(message), message, answer.request_id)

@@ -1,5 +1,6 @@
-"""Token usage from an OpenAI-shaped answer (chat/completions/embeddings or responses), and
-the sums of several answers' usage (tool loops, workflows)."""
+"""Token usage from an answer: OpenAI's shapes (chat/completions/embeddings or responses) or an
+Anthropic Message (a Message Batch item's), and the sums of several answers' usage (tool loops,
+workflows)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,23 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def _message_usage(usage: dict[str, Any]) -> recorder_pb2.TokenUsage:
+    """An Anthropic Message's usage: the prompt counts cache writes and reads too."""
+    cached = _int(usage.get("cache_read_input_tokens"))
+    written = _int(usage.get("cache_creation_input_tokens"))
+    return recorder_pb2.TokenUsage(
+        prompt_tokens=_int(usage.get("input_tokens")) + written + cached,
+        completion_tokens=_int(usage.get("output_tokens")),
+        cached_tokens=cached,
+    )
+
+
 def usage_of(body: Any) -> recorder_pb2.TokenUsage:
     usage = body.get("usage") if isinstance(body, dict) else None
     if not isinstance(usage, dict):
         return recorder_pb2.TokenUsage()
+    if body.get("type") == "message":  # a Message Batch item's answer (Anthropic's shape)
+        return _message_usage(usage)
     if "input_tokens" in usage:  # /v1/responses
         prompt = _int(usage.get("input_tokens"))
         completion = _int(usage.get("output_tokens"))

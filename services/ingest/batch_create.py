@@ -26,7 +26,7 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import orjson
 
@@ -38,11 +38,11 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, files, items
 from batchgate.services.common.db.blobs import BlobWriter
 from batchgate.services.common.faults import crash_point
-from batchgate.services.common.ids import batch_id as new_batch_id
 from batchgate.services.common.ids import file_id as new_file_id
 from batchgate.services.common.states import BatchStatus, FilePurpose
 from batchgate.services.common.webhook_urls import check_webhook_url
-from batchgate.services.ingest.budget_holds import HoldTally, admit
+from batchgate.services.ingest.batch_shape import BatchShape, openai_shape
+from batchgate.services.ingest.budget_holds import admit
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import (
     CreateOptions,
@@ -56,12 +56,13 @@ from batchgate.services.ingest.create_records import (
     Rejections,
     check_records,
     error_preview,
+    inline_line,
     store_inline,
 )
-from batchgate.services.ingest.guardrails import guardrails
 from batchgate.services.ingest.idempotency import Claim, IdempotencyKeys, request_hash
 from batchgate.services.ingest.lookup import visible_batch, visible_file
 from batchgate.services.ingest.metrics import IngestMetrics
+from batchgate.services.ingest.simple_form import apply_defaults
 from batchgate.services.ingest.sweeps import discard_batch
 from batchgate.v1 import batches_pb2
 
@@ -87,6 +88,25 @@ class CreateResult:
     """How many records were rejected with each code (a new batch's, not a replay's)."""
 
 
+class RunClaim(Protocol):
+    """A create that is the run of a recurring template (services.ingest.template_runs)."""
+
+    template_id: str
+
+    async def claim(self, conn: Connection) -> None:
+        """In the transaction that publishes the run: take the template's due time, or raise
+        (another replica made this run) so that the run is discarded."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryLineage:
+    """What a retry's batch records of its source (`services.ingest.retry`)."""
+
+    retry_of: str
+    selection: str
+    """`<only or all>:<model or nothing>`: one retry batch per source and selection."""
+
+
 @dataclass(frozen=True)
 class _Draft:
     """A batch being created: still `validating`, invisible."""
@@ -96,6 +116,7 @@ class _Draft:
     input_file: str
     source_blob: str | None
     """The uploaded input's blob; None for inline requests (stored during the create)."""
+    run_of: RunClaim | None = None
 
 
 class BatchCreator:
@@ -106,8 +127,11 @@ class BatchCreator:
         spend: spend_pb2_grpc.SpendServiceStub,
         idempotency: IdempotencyKeys,
         metrics: IngestMetrics | None = None,
+        shape: BatchShape | None = None,
     ) -> None:
+        """`shape`: which API's batches this creator makes (OpenAI's by default)."""
         self._settings = settings
+        self._shape = shape or openai_shape(settings, inline_line)
         self._db = db
         self._spend = spend
         self._idempotency = idempotency
@@ -119,11 +143,16 @@ class BatchCreator:
         request: batches_pb2.CreateBatchRequest,
         inline: list[Any],
         idempotency_key: str | None = None,
+        run_of: RunClaim | None = None,
+        lineage: RetryLineage | None = None,
     ) -> CreateResult:
         """Create a batch from `request`, whose inline records (if any) come as `inline`:
-        decoded JSON values, not the request's `requests` field."""
+        decoded JSON values, not the request's `requests` field. `run_of`: the batch is a run
+        of that template. A retry passes its `lineage` (its records are inline but as large as
+        a file may be)."""
         started = time.monotonic()
-        check_request(self._settings, request, inline)
+        apply_defaults(self._settings, request)
+        check_request(self._shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
         if options.tier:
@@ -138,9 +167,9 @@ class BatchCreator:
             claim = claimed
         try:
             await check_budgets(self._db, self._spend, caller)
-            draft = await self._open(caller, request, options)
+            draft = await self._open(caller, request, options, run_of, lineage)
             try:
-                result = await self._fill(draft, request, inline, options, claim)
+                result = await self._fill(draft, request, inline, options, claim, lineage)
             except BaseException:
                 await discard_batch(self._db, draft.batch)
                 raise
@@ -166,16 +195,41 @@ class BatchCreator:
         )
         return result
 
+    @property
+    def spend(self) -> spend_pb2_grpc.SpendServiceStub:
+        """The results service's spend answers, for budget checks."""
+        return self._spend
+
     async def _replay(self, project_id: str, batch: str) -> CreateResult:
         """The answer of the create that made `batch`, as the batch stands now."""
         async with self._db.read() as conn:
-            row = await visible_batch(conn, project_id, batch)
+            row = await visible_batch(conn, project_id, batch, message_batch=self._shape.message_batch)
             rejected = await items.rejected(conn, batch, self._settings.rejected_preview_max)
         preview = [Rejection(r.line, r.custom_id, r.error_code, r.error_message) for r in rejected]
         return CreateResult(row, preview, replayed=True)
 
+    async def check_template(self, caller: Principal, request: batches_pb2.CreateBatchRequest) -> None:
+        """Check a recurring template's request as a create would, short of reading the
+        records (each run does): the fields, the webhook, and the input file."""
+        check_request(self._shape, request, [])
+        await check_webhook_url(request.webhook_url, self._settings)
+        request_options(request)
+        await self.check_input_file(caller, request.input_file_id)
+
+    async def check_input_file(self, caller: Principal, file_id: str) -> None:
+        """404 unless `file_id` is the caller's; 400 unless it is an input a batch may read."""
+        async with self._db.read() as conn:
+            check_source(
+                self._settings, await visible_file(conn, caller.project_id, file_id, param="input_file_id")
+            )
+
     async def _open(
-        self, caller: Principal, request: batches_pb2.CreateBatchRequest, options: CreateOptions
+        self,
+        caller: Principal,
+        request: batches_pb2.CreateBatchRequest,
+        options: CreateOptions,
+        run_of: RunClaim | None,
+        lineage: RetryLineage | None,
     ) -> _Draft:
         """Insert the batch as `validating`, its input file locked meanwhile (step 2)."""
         now = time.time()
@@ -185,9 +239,9 @@ class BatchCreator:
                     conn, caller.project_id, request.input_file_id, lock_in=self._db, param="input_file_id"
                 )
                 check_source(self._settings, source)
-                draft = _Draft(caller, new_batch_id(), source.id, source.blob_id)
+                draft = _Draft(caller, self._shape.new_id(), source.id, source.blob_id, run_of)
             else:
-                draft = _Draft(caller, new_batch_id(), new_file_id(), None)
+                draft = _Draft(caller, self._shape.new_id(), new_file_id(), None, run_of)
             await batches.insert_validating(
                 conn,
                 id=draft.batch,
@@ -206,6 +260,10 @@ class BatchCreator:
                 webhook_url=request.webhook_url or None,
                 output_expires_after_s=options.output_expiry_s,
                 traceparent=telemetry.current_traceparent() or None,
+                template_id=run_of.template_id if run_of else None,
+                name=request.name or None,
+                retry_of=lineage.retry_of if lineage else None,
+                retry_selection=lineage.selection if lineage else None,
             )
         return draft
 
@@ -216,36 +274,32 @@ class BatchCreator:
         inline_requests: list[Any],
         options: CreateOptions,
         claim: Claim | None,
+        lineage: RetryLineage | None,
     ) -> CreateResult:
         """Check every record and store the items (step 3), then publish it all (step 4)."""
         owner = f"create:{draft.batch}"
         inline = None
         if draft.source_blob is None:
-            inline = await store_inline(self._db, self._settings, owner, inline_requests, request.endpoint)
+            limit = None if lineage is None else self._settings.max_file_bytes
+            inline = await store_inline(
+                self._db, self._shape, owner, inline_requests, request.endpoint, request.model, limit
+            )
         rejections = Rejections(BlobWriter(self._db, owner), self._settings.rejected_preview_max)
         blob = inline.blob_id if inline is not None else draft.source_blob
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
-        holds = HoldTally(self._settings, self._settings.batch_discount(options.tier))
-        async with guardrails(draft.caller.project_policy.guardrails, self._settings) as guard:
-            checked = await check_records(
-                self._db,
-                self._settings,
-                draft.batch,
-                request.endpoint,
-                blob,
-                rejections,
-                param,
-                policy=draft.caller.policy,
-                holds=holds,
-                guard=guard,
-            )
+        checked = await check_records(
+            *(self._db, self._shape, draft.batch, request.endpoint, blob, rejections, param),
+            request.model,
+            caller=draft.caller,
+            discount=self._settings.batch_discount(options.tier),
+        )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)
         project = draft.caller.project_id
         crash_point("ingest.create.before_publish")
         async with self._db.write() as conn:
-            await admit(self._db, conn, draft.caller, holds.usd)
+            await admit(self._db, conn, draft.caller, checked.hold_usd)
             if inline is not None:
                 await self._publish(
                     conn,
@@ -279,12 +333,14 @@ class BatchCreator:
                 failed_count=rejections.count,
                 model=checked.model,
                 rejected_file_id=rejected_file,
-                hold_usd=holds.usd,
+                hold_usd=checked.hold_usd,
             )
             if not moved:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")
             if claim is not None:
                 await claim.bind(conn, draft.batch)
+            if draft.run_of is not None:
+                await draft.run_of.claim(conn)
             row = await batches.get(conn, draft.batch)
         return CreateResult(row, rejections.preview, rejected_codes=rejections.codes)
 

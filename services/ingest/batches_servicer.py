@@ -1,27 +1,29 @@
-"""BatchService: create, get, list, cancel and update metadata."""
+"""BatchService: create, get, list, cancel and update metadata. A create with `cron` makes a
+recurring template instead (services.ingest.template_create)."""
 
 from __future__ import annotations
-
-import logging
 
 import grpc
 import orjson
 
-from batchgate.internal.v1 import scheduler_pb2, scheduler_pb2_grpc
+from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.auth import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
+from batchgate.services.common.ids import plausible_id
 from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
+from batchgate.services.ingest.dry_run import DryRun
 from batchgate.services.ingest.idempotency import key_from_metadata
 from batchgate.services.ingest.lookup import check_cursor, visible_batch
-from batchgate.services.ingest.views import batch_message
+from batchgate.services.ingest.retry import BatchRetrier
+from batchgate.services.ingest.template_create import TemplateMaker
+from batchgate.services.ingest.views import batch_message, batch_messages
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
-
-log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 LISTED_STATUSES = tuple(BATCH_TRANSITIONS)  # a batch is listed once it left `validating`
@@ -34,11 +36,15 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         db: Database,
         scheduler: scheduler_pb2_grpc.SchedulerServiceStub,
         creator: BatchCreator,
+        templates: TemplateMaker,
     ) -> None:
         self._settings = settings
         self._db = db
         self._scheduler = scheduler
         self._creator = creator
+        self._templates = templates
+        self._retrier = BatchRetrier(settings, db, creator)
+        self._dry_run = DryRun(settings, db, creator.spend)
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
@@ -47,22 +53,25 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
         request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
+        if request.cron or request.cron_timezone:
+            return await self._templates.create(principal(), request, bool(inline), key)
+        if request.dry_run:
+            return await self._dry_run.answer(principal(), request, inline)
         result = await self._creator.create(principal(), request, inline, key)
+        return await self._submit(result, context)
+
+    async def RetryBatch(
+        self, request: batches_pb2.RetryBatchRequest, context: grpc.aio.ServicerContext
+    ) -> batches_pb2.Batch:
+        request, _ = rest_input.decode_body(request)
+        return await self._submit(await self._retrier.retry(principal(), request), context)
+
+    async def _submit(self, result: CreateResult, context: grpc.aio.ServicerContext) -> batches_pb2.Batch:
+        """Hand a new batch to the scheduler and answer it; a replay is only answered."""
         if result.replayed:
             await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
             return self._answer(result)
-        try:
-            await self._scheduler.SubmitBatch(
-                scheduler_pb2.SubmitBatchRequest(batch_id=result.batch.id), timeout=5
-            )
-        except grpc.aio.AioRpcError as exc:
-            # The batch is stored: answering an error now would make the SDK retry and create a
-            # second one. The scheduler's poll finds the batch without the wake-up.
-            log.warning(
-                "SubmitBatch(%s) failed: %s; the scheduler will pick it up by polling",
-                result.batch.id,
-                exc.code(),
-            )
+        await scheduler_calls.submit(self._scheduler, result.batch.id)
         return self._answer(result)
 
     def _answer(self, result: CreateResult) -> batches_pb2.Batch:
@@ -74,7 +83,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self, request: batches_pb2.GetBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         async with self._db.read() as conn:
-            return batch_message(await visible_batch(conn, principal().project_id, request.batch_id))
+            row = await visible_batch(conn, principal().project_id, request.batch_id)
+            (message,) = await batch_messages(conn, [row])
+            return message
 
     async def ListBatches(
         self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext
@@ -92,14 +103,15 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 status=request.status,
                 metadata_key=request.metadata_key,
                 metadata_value=request.metadata_value or None,
+                template_id=request.template_id,
                 after=request.after,
                 limit=limit + 1,
             )
-        page = [batch_message(r) for r in rows[:limit]]
+            page = await batch_messages(conn, rows[:limit])
         return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
-        """The `status` and `metadata_key`/`metadata_value` filters of a listing."""
+        """The `status`, `metadata_key`/`metadata_value` and `template_id` filters of a listing."""
         if request.status and request.status not in LISTED_STATUSES:
             raise errors.invalid(
                 f"'status' must be one of: {', '.join(LISTED_STATUSES)}.", "invalid_status", "status"
@@ -108,6 +120,8 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             raise errors.invalid(
                 "'metadata_value' needs 'metadata_key'.", "invalid_metadata_filter", "metadata_value"
             )
+        if request.template_id and not plausible_id(request.template_id):
+            raise errors.invalid("'template_id' is not a template id.", "invalid_value", "template_id")
 
     async def CancelBatch(
         self, request: batches_pb2.CancelBatchRequest, context: grpc.aio.ServicerContext
@@ -122,14 +136,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             found = await visible_batch(conn, project, request.batch_id)
         row = found
         if found.status == BatchStatus.IN_PROGRESS:
-            try:
-                await self._scheduler.CancelBatch(
-                    scheduler_pb2.CancelBatchRequest(batch_id=found.id), timeout=10
-                )
-            except grpc.aio.AioRpcError as exc:  # cancelling twice is harmless: a retry is safe
-                raise errors.ApiError(
-                    503, "The scheduler could not be reached; retry the cancel.", "scheduler_unavailable"
-                ) from exc
+            await scheduler_calls.cancel(self._scheduler, found.id)
             async with self._db.read() as conn:
                 row = await visible_batch(conn, project, request.batch_id)
         being_cancelled = (
@@ -152,4 +159,5 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
             await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
-            return batch_message(await visible_batch(conn, project, request.batch_id))
+            (message,) = await batch_messages(conn, [await visible_batch(conn, project, request.batch_id)])
+            return message

@@ -25,7 +25,7 @@ import orjson
 from batchgate.services.common import errors
 from batchgate.services.common.auth import Principal
 from batchgate.services.common.config import Settings
-from batchgate.services.common.db import Connection, Database, batches, projects
+from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point
 
 PER_MILLION = 1_000_000
@@ -104,24 +104,41 @@ async def admit(db: Database, conn: Connection, caller: Principal, hold_usd: flo
     the hold and the remainder; 429 at the concurrency limit) or let the batch in. The hold
     itself is written with the batch's transition (`hold_usd`)."""
     row = await projects.lock_budgets(db, conn, caller.key_id)
+    refused = await refusal(conn, caller, row, hold_usd)
+    if refused is not None:
+        raise refused
+
+
+async def verdict(conn: Connection, caller: Principal, hold_usd: float) -> errors.ApiError | None:
+    """A dry run's answer to "would this hold be admitted now?": what `admit` would refuse it
+    with, or None; nothing is locked or written."""
+    return await refusal(conn, caller, await projects.budgets(conn, caller.key_id), hold_usd)
+
+
+async def refusal(
+    conn: Connection, caller: Principal, row: AnyRow | None, hold_usd: float
+) -> errors.ApiError | None:
+    """Why a batch holding `hold_usd` may not open for `caller`, whose budgets are `row`
+    (`projects.budgets`): too many open batches (429) or a hold that does not fit (402)."""
     open_project, open_key = await batches.open_counts(conn, caller.project_id, caller.key_id)
     for limit, count, who in (
         (caller.project_policy.max_concurrent_batches, open_project, "This project"),
         (caller.key_policy.max_concurrent_batches, open_key, "This API key"),
     ):
         if limit is not None and count >= limit:
-            raise errors.ApiError(
+            return errors.ApiError(
                 429,
                 f"{who} has {count} batches open, its limit; create more once some have ended.",
                 "too_many_open_batches",
             )
     if row is None or (row.key_budget is None and row.project_budget is None):
-        return
+        return None
     key_committed, project_committed = await batches.committed_spend(conn, caller.project_id, caller.key_id)
     await pause_point("ingest.create.hold_checked")
     if row.key_budget is not None and key_committed + hold_usd > row.key_budget:
-        raise _refuse("this API key", "key_budget_exceeded", hold_usd, row.key_budget, key_committed)
+        return _refuse("this API key", "key_budget_exceeded", hold_usd, row.key_budget, key_committed)
     if row.project_budget is not None and project_committed + hold_usd > row.project_budget:
-        raise _refuse(
+        return _refuse(
             "this project", "project_budget_exceeded", hold_usd, row.project_budget, project_committed
         )
+    return None

@@ -10,10 +10,11 @@ import orjson
 
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.catalogue import SUPPORTED_ENDPOINTS
-from batchgate.services.common.config import Settings, parse_window
+from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow
 from batchgate.services.common.states import FilePurpose
+from batchgate.services.common.windows import parse_window
+from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.v1 import batches_pb2
 
 MIN_OUTPUT_EXPIRY_S = 3600
@@ -34,17 +35,18 @@ class CreateOptions:
     window_s: int
 
 
-def check_request(settings: Settings, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
-    """The request's own fields (400 on the first bad one)."""
-    if request.endpoint not in SUPPORTED_ENDPOINTS:
+def check_request(shape: BatchShape, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
+    """The request's own fields (400 on the first bad one); `shape` says which endpoints and
+    windows its API accepts."""
+    if request.endpoint not in shape.endpoints:
         raise errors.invalid(
-            f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(SUPPORTED_ENDPOINTS)}.",
+            f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(shape.endpoints)}.",
             "invalid_endpoint",
             "endpoint",
         )
-    if request.completion_window not in settings.completion_window_list:
+    if request.completion_window not in shape.windows:
         raise errors.invalid(
-            f"'completion_window' must be one of {list(settings.completion_window_list)}.",
+            f"'completion_window' must be one of {list(shape.windows)}.",
             "invalid_completion_window",
             "completion_window",
         )

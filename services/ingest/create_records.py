@@ -13,16 +13,18 @@ import orjson
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.access_policy import Policy
-from batchgate.services.common.config import Settings
+from batchgate.services.common.auth import Principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.services.ingest.budget_holds import HoldTally
 from batchgate.services.ingest.feature_gate import needs_features
-from batchgate.services.ingest.guardrails import Guardrails
+from batchgate.services.ingest.guardrails import Guardrails, guardrails
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
+from batchgate.services.ingest.simple_form import bare_record, is_bare
 from batchgate.services.ingest.tool_url_gate import ToolUrlGate
-from batchgate.services.ingest.validation import Accepted, RecordChecker
+from batchgate.services.ingest.validation import Accepted
 from batchgate.v1 import batches_pb2
 
 ERROR_PREVIEW_BYTES = 5000
@@ -68,74 +70,118 @@ class Checked:
     total: int
     accepted: int
     model: str | None
+    hold_usd: float = 0.0
+    """The accepted records' worst-case cost: the batch's budget hold."""
 
 
-def inline_line(index: int, request: Any, endpoint: str) -> bytes:
-    """One inline request as an input-file line; `{custom_id?, body}` is the short form."""
-    if isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
+def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> bytes:
+    """One inline request as an input-file line; `{custom_id?, body}` is the short form, and
+    with a batch-level `model` a bare request body is one too (`simple_form`)."""
+    if model and is_bare(request):
+        request = bare_record(index, request, endpoint, model)
+    elif isinstance(request, dict) and "body" in request and "url" not in request and "method" not in request:
+        body = request["body"]
+        if model and isinstance(body, dict):
+            body = {"model": model, **body}
         request = {
             "custom_id": request.get("custom_id") or f"row-{index + 1}",
             "method": "POST",
             "url": endpoint,
-            "body": request["body"],
+            "body": body,
         }
     return one_line(orjson.dumps(request))
 
 
+def inline_too_large(max_bytes: int) -> errors.ApiError:
+    """413 for inline requests over `max_bytes` of JSONL."""
+    return errors.ApiError(
+        413,
+        f"Inline requests exceed {max_bytes} bytes, the limit per request; upload them as a file instead.",
+        "input_too_large",
+        "requests",
+    )
+
+
 async def store_inline(
-    db: Database, settings: Settings, owner: str, requests: list[Any], endpoint: str
+    db: Database,
+    shape: BatchShape,
+    owner: str,
+    requests: list[Any],
+    endpoint: str,
+    model: str = "",
+    max_bytes: int | None = None,
 ) -> BlobWriter:
-    """The inline requests as an input-file blob, stored but not yet published."""
+    """The inline requests as an input-file blob (each line as `shape` stores it, or with the
+    batch-level `model` as `inline_line` spells the simple form out), at most `max_bytes`
+    (default: the shape's limit), stored but not yet published."""
+    limit = max_bytes or shape.max_inline_bytes
     writer = BlobWriter(db, owner)
     for index, value in enumerate(requests):
-        await writer.write(inline_line(index, value, endpoint) + b"\n")
-        if writer.size > settings.max_inline_bytes:
-            raise errors.ApiError(
-                413,
-                f"Inline requests exceed {settings.max_inline_bytes} bytes, the limit per "
-                "request; upload them as a file instead.",
-                "input_too_large",
-                "requests",
-            )
+        line = (
+            inline_line(index, value, endpoint, model) if model else shape.inline_line(index, value, endpoint)
+        )
+        await writer.write(line + b"\n")
+        if writer.size > limit:
+            raise inline_too_large(limit)
     await writer.flush()
     return writer
 
 
 async def check_records(
     db: Database,
-    settings: Settings,
+    shape: BatchShape,
     batch: str,
     endpoint: str,
     blob: str,
     rejections: Rejections,
     param: str,
+    model: str = "",
     *,
-    policy: Policy | None = None,
-    holds: HoldTally | None = None,
-    guard: Guardrails | None = None,
+    caller: Principal,
+    discount: float,
 ) -> Checked:
-    """Stream the input once: check each record (against the caller's `policy` too), insert
-    its item, collect rejections, add each accepted record's worst-case cost to `holds`.
-    `guard`'s filters run on each record that passed the checks: what they leave is stored."""
-    policy = policy or Policy()
-    checker = RecordChecker(settings, endpoint, allowed_models=policy.allowed_models)
-    max_records = min(settings.max_batch_records, policy.max_records or settings.max_batch_records)
-    tool_urls = ToolUrlGate(settings)
+    """Stream the input once: check each record (as `shape` checks its API's records, and
+    against the `caller`'s policy), pass it through the project's guardrails, insert its item,
+    collect rejections, and sum the accepted records' worst-case cost (after `discount`) as
+    the batch's hold; with a batch-level `model`, every record must use it."""
+    async with guardrails(caller.project_policy.guardrails, shape.settings) as guard:
+        return await _check_each(
+            *(db, shape, batch, endpoint, blob, rejections, param, model),
+            policy=caller.policy,
+            holds=HoldTally(shape.settings, discount),
+            guard=guard,
+        )
+
+
+async def _check_each(
+    db: Database,
+    shape: BatchShape,
+    batch: str,
+    endpoint: str,
+    blob: str,
+    rejections: Rejections,
+    param: str,
+    model: str,
+    *,
+    policy: Policy,
+    holds: HoldTally,
+    guard: Guardrails | None,
+) -> Checked:
+    checker = shape.checker(endpoint, policy.allowed_models)
+    if model:
+        checker.model = model
+    tool_urls = ToolUrlGate(shape.settings)
+    max_records = min(shape.max_records, policy.max_records or shape.max_records)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
     accepted = 0
     try:
-        async for line_number, raw in _numbered(read_lines(db, blob)):
+        async for line_number, raw in numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
             if index >= max_records:
-                raise errors.invalid(
-                    f"The input has more than {max_records} records, the limit per batch"
-                    + (" for this API key or project." if max_records < settings.max_batch_records else "."),
-                    "input_too_large",
-                    param,
-                )
+                raise too_many_records(max_records, shape.max_records, param)
             outcome = await tool_urls.admit(needs_features(checker.check(raw), policy))
             if guard is not None and isinstance(outcome, Accepted):
                 outcome = await guard.screen(outcome)
@@ -147,8 +193,7 @@ async def check_records(
             await writer.add(item_row(batch, index, line_number, outcome, traceparent))
             if isinstance(outcome, Accepted):
                 accepted += 1
-                if holds is not None:
-                    holds.add(outcome.body, outcome.model)
+                holds.add(outcome.body, outcome.model)
             else:
                 await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
             index += 1
@@ -158,7 +203,18 @@ async def check_records(
         raise
     if index == 0:
         raise errors.invalid("The input has no records.", "empty_file", param)
-    return Checked(index, accepted, checker.model)
+    return Checked(index, accepted, checker.model, holds.usd)
+
+
+def too_many_records(limit: int, gateway_limit: int, param: str) -> errors.ApiError:
+    """400 `input_too_large`: more records than `limit`, the caller's policy's when it is below
+    the gateway's."""
+    return errors.invalid(
+        f"The input has more than {limit} records, the limit per batch"
+        + (" for this API key or project." if limit < gateway_limit else "."),
+        "input_too_large",
+        param,
+    )
 
 
 def item_trace(batch: str, index: int, accepted: Accepted, operation: str) -> dict[str, Any]:
@@ -184,7 +240,7 @@ def error_preview(rejections: list[Rejection]) -> list[dict[str, Any]]:
     return preview
 
 
-async def _numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
+async def numbered(lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes]]:
     """(line number from 1, line); a UTF-8 byte order mark opening the input is dropped."""
     number = 0
     async for line in lines:

@@ -31,11 +31,14 @@ async def visible_file(
     return row
 
 
-async def visible_batch(conn: Connection, project_id: str, ident: str) -> AnyRow:
-    """The caller's batch `ident`, or 404 (unknown, another project's, or still being created)."""
+async def visible_batch(
+    conn: Connection, project_id: str, ident: str, *, message_batch: bool = False
+) -> AnyRow:
+    """The caller's batch `ident`, or 404 (unknown, another project's, still being created, or
+    made through the other API: an OpenAI batch when `message_batch`, else a Message Batch)."""
     if not plausible_id(ident):
         raise errors.not_found("batch", ident[:80], "batch_id")
-    row = await batches.visible(conn, project_id, ident)
+    row = await batches.visible(conn, project_id, ident, message_batch=message_batch)
     if row is None:
         raise errors.not_found("batch", ident, "batch_id")
     return row

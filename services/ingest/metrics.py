@@ -1,4 +1,5 @@
-"""Ingest's instruments: batches created, their records accepted or rejected, and create time."""
+"""Ingest's instruments: batches created, their records accepted or rejected, create time, and
+the runs of recurring templates."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ class IngestMetrics:
             "batchgate.ingest.records",
             unit="{record}",
             description="Records of created batches: accepted, or rejected with the rejection code.",
+        )
+        self.template_runs = meter.create_counter(
+            "batchgate.template.runs",
+            unit="{run}",
+            description="Due times of recurring templates: a run created, refused, or the template paused.",
         )
         self.create_duration = meter.create_histogram(
             "batchgate.batch.create.duration",

@@ -19,12 +19,21 @@ from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-from batchgate.v1 import batches_pb2, files_pb2, models_pb2, results_pb2
+from batchgate.v1 import batches_pb2, files_pb2, message_batches_pb2, models_pb2, results_pb2, templates_pb2
 
 V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 _V1ALPHA_PACKAGE = "grpc.reflection.v1alpha"
 _V1_PACKAGE = "grpc.reflection.v1"
-_PUBLIC_FILES = (files_pb2, batches_pb2, results_pb2, models_pb2, health_pb2, reflection_pb2)
+_PUBLIC_FILES = (
+    files_pb2,
+    batches_pb2,
+    results_pb2,
+    models_pb2,
+    templates_pb2,
+    message_batches_pb2,
+    health_pb2,
+    reflection_pb2,
+)
 
 
 def public_services() -> list[str]:
@@ -34,6 +43,9 @@ def public_services() -> list[str]:
         batches_pb2.DESCRIPTOR.services_by_name["BatchService"].full_name,
         results_pb2.DESCRIPTOR.services_by_name["ResultsService"].full_name,
         models_pb2.DESCRIPTOR.services_by_name["ModelsService"].full_name,
+        message_batches_pb2.DESCRIPTOR.services_by_name["MessageBatchService"].full_name,
+        message_batches_pb2.DESCRIPTOR.services_by_name["MessageBatchResultsService"].full_name,
+        templates_pb2.DESCRIPTOR.services_by_name["BatchTemplateService"].full_name,
         health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
         reflection.SERVICE_NAME,
         V1_SERVICE,

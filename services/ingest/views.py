@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.db import AnyRow
+from batchgate.services.common.db import AnyRow, Connection, batches
+from batchgate.services.ingest.throughput import throughputs
 from batchgate.v1 import batches_pb2, files_pb2
 
 
@@ -31,7 +33,19 @@ def _priority(row: AnyRow) -> Any:
     return "expedited" if row.priority_tier else "standard"
 
 
-def batch_message(row: AnyRow) -> batches_pb2.Batch:
+async def batch_messages(conn: Connection, rows: Sequence[AnyRow]) -> list[batches_pb2.Batch]:
+    """The batches `rows` as messages, each with its retries and, while it runs, its
+    throughput (one query each for all)."""
+    retries = await batches.retries_of(conn, [row.id for row in rows])
+    paces = await throughputs(conn, rows)
+    return [batch_message(row, retries.get(row.id, ()), paces.get(row.id)) for row in rows]
+
+
+def batch_message(
+    row: AnyRow, retries: Sequence[str] = (), throughput: dict[str, Any] | None = None
+) -> batches_pb2.Batch:
+    """A batches row as the public Batch; `retries`: the batches that retried it;
+    `throughput`: its pace while it runs."""
     errors_list = orjson.loads(row.errors) if row.errors else None
     return batches_pb2.Batch(
         id=row.id,
@@ -69,4 +83,12 @@ def batch_message(row: AnyRow) -> batches_pb2.Batch:
         rejected_records_file_id=pv.string_or_null(row.rejected_file_id),
         webhook_url=pv.string_or_null(row.webhook_url),
         cost=batches_pb2.BatchCost(currency="usd", amount=row.cost_usd, discount=row.discount),
+        template_id=pv.string_or_null(row.template_id),
+        next_run_at=pv.null(),
+        cron=pv.null(),
+        cron_timezone=pv.null(),
+        retry_of=pv.string_or_null(row.retry_of),
+        name=pv.string_or_null(row.name),
+        throughput=pv.from_python(throughput),
+        retries=retries,
     )

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from batchgate.services.common import telemetry
+from batchgate.services.common.api_shapes import is_message_batch
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Database, DatabaseError, batches, files, items
 from batchgate.services.common.db.blobs import BlobWriter, reclaim_owned
@@ -53,17 +54,24 @@ class _Claimed:
     created_at: float
     traceparent: str | None
     """The create call's trace (the finalize span joins it)."""
+    message_batch: bool = False
+    """A Message Batch: its results stream from the items, so no output and error files."""
 
 
 async def item_pages(
-    db: Database, batch_id: str, states: tuple[str, ...] | None = None, page_rows: int = PAGE_ROWS
+    db: Database,
+    batch_id: str,
+    states: tuple[str, ...] | None = None,
+    page_rows: int = PAGE_ROWS,
+    with_body: bool = False,
 ) -> AsyncIterator[list[AnyRow]]:
-    """Yield lists of item rows (LINE_COLUMNS) in input order, one page at a time; the next
-    page is read while the caller works on the current one."""
+    """Yield lists of item rows (LINE_COLUMNS, plus the request body when `with_body`) in
+    input order, one page at a time; the next page is read while the caller works on the
+    current one."""
 
     async def fetch(after: int) -> list[AnyRow]:
         async with db.read() as conn:
-            return await items.line_page(conn, batch_id, after, states, page_rows)
+            return await items.line_page(conn, batch_id, after, states, page_rows, with_body)
 
     pending: asyncio.Task[list[AnyRow]] | None = asyncio.create_task(fetch(-1))
     try:
@@ -106,7 +114,9 @@ class Finalizer:
         lease_until = time.time() + self._settings.finalize_lease_s
         async with self._db.write() as conn:
             row = await batches.claim_finalize(conn, batch_id, lease_until)
-        return None if row is None else _Claimed(row.created_at, row.traceparent)
+        return (
+            None if row is None else _Claimed(row.created_at, row.traceparent, is_message_batch(row.endpoint))
+        )
 
     async def _renew(self, batch_id: str, until: float | None) -> None:
         async with self._db.write() as conn:
@@ -153,6 +163,20 @@ class Finalizer:
                 await asyncio.sleep(WRITE_RETRY_S * attempt)
                 attempt += 1
 
+    async def _render(
+        self, batch_id: str, output: BlobWriter, errors_out: BlobWriter, counts: dict[str, int]
+    ) -> None:
+        """Every item's line into the output or the error file, counted in `counts`."""
+        renderer = LineRenderer(batch_id)
+        async for page in item_pages(self._db, batch_id):
+            good, bad = renderer.split(page)
+            if good:
+                await output.write(b"".join(good))
+            if bad:
+                await errors_out.write(b"".join(bad))
+            counts["output"] += len(good)
+            counts["error"] += len(bad)
+
     async def _write(self, batch_id: str, claimed: _Claimed) -> str:
         started = time.monotonic()
         started_ns = time.time_ns()
@@ -160,17 +184,10 @@ class Finalizer:
         await reclaim_owned(self._db, owner)  # what a crashed finalize of this batch left
         output = BlobWriter(self._db, owner)
         errors_out = BlobWriter(self._db, owner)
-        renderer = LineRenderer(batch_id)
         counts = {"output": 0, "error": 0}
         try:
-            async for page in item_pages(self._db, batch_id):
-                good, bad = renderer.split(page)
-                if good:
-                    await output.write(b"".join(good))
-                if bad:
-                    await errors_out.write(b"".join(bad))
-                counts["output"] += len(good)
-                counts["error"] += len(bad)
+            if not claimed.message_batch:
+                await self._render(batch_id, output, errors_out, counts)
             crash_point("results.finalize.before_publish")
             status, event = await self._publish(batch_id, output, errors_out, counts)
         except BaseException:

@@ -21,6 +21,7 @@ from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_F
 from batchgate.services.results.finalize import Finalizer, item_pages
 from batchgate.services.results.lines import LineRenderer
 from batchgate.services.results.recorder import Recorder
+from batchgate.services.results.result_formats import FORMATS, MERGED, MergedRenderer, SimpleRenderer
 from batchgate.services.results.usage import (
     EVENTS_PAGE_DEFAULT,
     EVENTS_PAGE_MAX,
@@ -73,15 +74,25 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
         return recorder_pb2.FinalizeBatchResponse(status=status or "")
 
 
-async def visible_batch(db: Database, batch_id: str) -> AnyRow:
-    """The caller's batch (id, status), or 404 (unknown or another project's)."""
+async def visible_batch(db: Database, batch_id: str, *, openai_only: bool = False) -> AnyRow:
+    """The caller's batch (id, status), or 404 (unknown or another project's; with
+    `openai_only`, also a Message Batch, read through its own API only; usage is cross-API)."""
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")
     async with db.read() as conn:
-        row = await batches.visible(conn, principal().project_id, batch_id)
+        row = await batches.visible(
+            conn, principal().project_id, batch_id, message_batch=False if openai_only else None
+        )
     if row is None:
         raise errors.not_found("batch", batch_id, "batch_id")
     return row
+
+
+def result_renderer(result_format: str, batch: AnyRow) -> LineRenderer | MergedRenderer | SimpleRenderer:
+    """What renders a page of the batch's item rows in `result_format` (checked)."""
+    if not result_format:
+        return LineRenderer(batch.id)
+    return MergedRenderer(batch.id) if result_format == MERGED else SimpleRenderer(batch.endpoint)
 
 
 class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
@@ -93,15 +104,18 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     ) -> AsyncIterator[httpbody_pb2.HttpBody]:
         if request.state not in STATE_FILTERS:
             raise errors.invalid("'state' must be 'succeeded' or 'failed'.", "invalid_state", "state")
-        row = await visible_batch(self._db, request.batch_id)
+        if request.format not in FORMATS:
+            raise errors.invalid("'format' must be 'merged' or 'simple'.", "invalid_format", "format")
+        row = await visible_batch(self._db, request.batch_id, openai_only=True)
         if row.status not in BATCH_TERMINAL and not request.partial:
             raise errors.conflict(
                 f"Batch '{row.id}' is {row.status}; pass partial=true for the results so far.",
                 "batch_not_finished",
             )
         first = True
-        renderer = LineRenderer(row.id)
-        async for page in item_pages(self._db, row.id, STATE_FILTERS[request.state]):
+        renderer = result_renderer(request.format, row)
+        pages = item_pages(self._db, row.id, STATE_FILTERS[request.state], with_body=bool(request.format))
+        async for page in pages:
             yield httpbody_pb2.HttpBody(
                 content_type="application/jsonl" if first else "", data=renderer.lines(page)
             )
@@ -141,7 +155,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     async def ListWebhookDeliveries(
         self, request: results_pb2.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
     ) -> results_pb2.ListWebhookDeliveriesResponse:
-        batch = await visible_batch(self._db, request.batch_id)
+        batch = await visible_batch(self._db, request.batch_id, openai_only=True)
         return results_pb2.ListWebhookDeliveriesResponse(
             object="list", data=await delivery_messages(self._db, batch.id)
         )

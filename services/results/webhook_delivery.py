@@ -7,7 +7,8 @@ limit (a lease: if this replica dies, the delivery is due again later), and writ
 attempt's row. The outcome is stored only while that token is current. A non-2xx answer, a
 timeout or a connection failure is retried with exponential backoff and jitter until
 `webhook_max_attempts`; then the delivery is `failed`. Nothing here ever blocks finalizing:
-the finalizer only inserts the event and wakes this loop.
+the finalizer only inserts the event and wakes this loop. Signing: `webhook_events` (Standard
+Webhooks).
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ class WebhookDeliverer:
 
     async def send(self, session: aiohttp.ClientSession, claim: Claim) -> tuple[int | None, str | None]:
         """POST one claimed event; returns (HTTP status or None, error or None when delivered)."""
-        headers = signed_headers(claim.secret, claim.event_id, claim.payload, int(time.time()))
+        try:
+            headers = signed_headers(claim.secret, claim.event_id, claim.payload, int(time.time()))
+        except ValueError:  # binascii.Error: a secret from before Standard Webhooks signing
+            return None, "the project's webhook secret is not a whsec_ base64 key: rotate it"
         try:
             await allowed_addresses(claim.url, self._allowed)
             async with session.post(

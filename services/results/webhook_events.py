@@ -1,70 +1,55 @@
-"""Batch events for webhooks: what is sent, how it is signed, and queuing it with the batch's end.
+"""Batch events for webhooks, as OpenAI sends them: what is sent, how it is signed, and queuing
+it with the batch's end.
 
 An event is queued in the same transaction that ends the batch (`enqueue_batch_event`), so a
 batch never ends without its event and never gets two; `webhook_delivery` sends it later.
-Every attempt is signed afresh with the project's `webhook_secret`:
+The body and headers follow the Standard Webhooks specification, as OpenAI's own webhooks do,
+so `openai.OpenAI().webhooks.unwrap(...)` and the `standardwebhooks` library verify them:
 
-    Batchgate-Timestamp: <unix seconds>
-    Batchgate-Signature: v1=<hex HMAC-SHA256(secret, "<timestamp>." + body)>
+    {"id": "evt_…", "object": "event", "type": "batch.completed", "created_at": <unix s>,
+     "data": {"id": "batch_…"}}
 
-so a receiver checks both authenticity and freshness (README: Webhooks).
+    webhook-id: evt_…                      (the same on every attempt: receivers deduplicate)
+    webhook-timestamp: <unix seconds of this attempt>
+    webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">
+
+keyed with the project's `whsec_…` secret (base64 after the prefix). Every attempt is signed
+afresh, so a receiver checks freshness too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from standardwebhooks import Webhook
 
 from batchgate.services.common.db import AnyRow, Connection, batches, webhooks
 from batchgate.services.common.ids import new_id
 from batchgate.services.common.states import BATCH_TERMINAL
 
-EVENT_OBJECT = "batch.event"
-EVENT_ID_HEADER = "Batchgate-Event-Id"
-TIMESTAMP_HEADER = "Batchgate-Timestamp"
-SIGNATURE_HEADER = "Batchgate-Signature"
-SIGNATURE_VERSION = "v1"
+EVENT_OBJECT = "event"
+ID_HEADER = "webhook-id"
+TIMESTAMP_HEADER = "webhook-timestamp"
+SIGNATURE_HEADER = "webhook-signature"
 
 
-def _stamp(value: float | None) -> int | None:
-    return None if value is None else int(value)
+def event_type(status: str) -> str:
+    """`batch.completed`, `batch.failed`, `batch.cancelled` or `batch.expired`."""
+    return f"batch.{status}"
 
 
-def event_payload(batch: AnyRow, event_id: str) -> dict[str, Any]:
-    """The JSON body of the event that `batch` (a full batches row) ended."""
+def event_payload(batch: AnyRow, event_id: str, created_at: float) -> dict[str, Any]:
+    """The JSON body of the event that `batch` (a batches row) ended: OpenAI's event object,
+    which names the batch; receivers fetch it for the details."""
     return {
-        "id": batch.id,
+        "id": event_id,
         "object": EVENT_OBJECT,
-        "type": f"batch.{batch.status}",
-        "event_id": event_id,
-        "status": batch.status,
-        "endpoint": batch.endpoint,
-        "model": batch.model,
-        "request_counts": {
-            "total": batch.total,
-            "completed": batch.completed_count,
-            "failed": batch.failed_count,
-        },
-        "output_file_id": batch.output_file_id,
-        "error_file_id": batch.error_file_id,
-        "rejected_records_file_id": batch.rejected_file_id,
-        "created_at": _stamp(batch.created_at),
-        "completed_at": _stamp(batch.completed_at),
-        "expired_at": _stamp(batch.expired_at),
-        "cancelled_at": _stamp(batch.cancelled_at),
-        "failed_at": _stamp(batch.failed_at),
-        "metadata": orjson.loads(batch.metadata) if batch.metadata else None,
-        "usage": {
-            "input_tokens": batch.input_tokens,
-            "input_tokens_details": {"cached_tokens": batch.cached_tokens},
-            "output_tokens": batch.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": batch.reasoning_tokens},
-            "total_tokens": batch.input_tokens + batch.output_tokens,
-        },
-        "cost": {"currency": "usd", "amount": batch.cost_usd, "discount": batch.discount},
+        "type": event_type(batch.status),
+        "created_at": int(created_at),
+        "data": {"id": batch.id},
     }
 
 
@@ -80,22 +65,18 @@ async def enqueue_batch_event(conn: Connection, batch_id: str) -> bool:
         batch_id=batch.id,
         project_id=batch.project_id,
         url=batch.webhook_url,
-        event_type=f"batch.{batch.status}",
-        payload=orjson.dumps(event_payload(batch, event_id)).decode(),
+        event_type=event_type(batch.status),
+        payload=orjson.dumps(event_payload(batch, event_id, time.time())).decode(),
     )
     return True
 
 
-def signature(secret: str, timestamp: int, body: bytes) -> str:
-    """The `Batchgate-Signature` value for `body` sent at `timestamp`."""
-    digest = hmac.new(secret.encode(), b"%d." % timestamp + body, hashlib.sha256).hexdigest()
-    return f"{SIGNATURE_VERSION}={digest}"
-
-
 def signed_headers(secret: str, event_id: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """The Standard Webhooks headers of one attempt to send `body` at `timestamp`."""
+    sent_at = datetime.fromtimestamp(timestamp, tz=UTC)
     return {
         "content-type": "application/json",
-        EVENT_ID_HEADER: event_id,
+        ID_HEADER: event_id,
         TIMESTAMP_HEADER: str(timestamp),
-        SIGNATURE_HEADER: signature(secret, timestamp, body),
+        SIGNATURE_HEADER: Webhook(secret).sign(event_id, sent_at, body.decode()),
     }

@@ -23,7 +23,16 @@ import time
 
 from batchgate.services.common.access_policy import Policy
 from batchgate.services.common.config import Settings
-from batchgate.services.common.db import Database, batches, blobs, files, items, projects, usage, webhooks
+from batchgate.services.common.db import (
+    Database,
+    batch_retention,
+    blobs,
+    files,
+    items,
+    projects,
+    usage,
+    webhooks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,25 +83,25 @@ class Retention:
 
     async def _purge_data(self, project_id: str, ended_before: float, now: float) -> int:
         async with self._db.read() as conn:
-            ended = await batches.ended_unpurged(conn, project_id, ended_before, BATCHES_PER_PASS)
+            ended = await batch_retention.ended_unpurged(conn, project_id, ended_before, BATCHES_PER_PASS)
         for batch in ended:
             async with self._db.write() as conn:
                 doomed = list(await files.of_batch(conn, batch.id))
-                if not await batches.input_still_read(conn, batch.input_file_id, batch.id):
+                if not await batch_retention.input_still_read(conn, batch.input_file_id, batch.id):
                     doomed += [f for f in [await files.get_or_none(conn, batch.input_file_id)] if f]
                 for file in doomed:
                     await files.delete_file(conn, file.id)
                     await blobs.delete_blob(conn, file.blob_id)
                 await items.delete_of_batch(conn, batch.id)
                 await webhooks.delete_of_batch(conn, batch.id)
-                await batches.mark_purged(conn, batch.id, now)
+                await batch_retention.mark_purged(conn, batch.id, now)
         return len(ended)
 
     async def _forget(self, project_id: str, ended_before: float) -> int:
         async with self._db.read() as conn:
-            old = await batches.purged_before(conn, project_id, ended_before, BATCHES_PER_PASS)
+            old = await batch_retention.purged_before(conn, project_id, ended_before, BATCHES_PER_PASS)
         for batch_id in old:
             async with self._db.write() as conn:
                 await usage.delete_of_batch(conn, batch_id)
-                await batches.delete_bookkeeping(conn, batch_id)
+                await batch_retention.delete_bookkeeping(conn, batch_id)
         return len(old)

@@ -6,14 +6,21 @@ import logging
 
 import grpc
 
-from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
-from batchgate.services.common import rpc_client, telemetry
+from batchgate.internal.v1 import (
+    recorder_pb2,
+    recorder_pb2_grpc,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    templates_pb2_grpc,
+)
+from batchgate.services.common import cron, rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import Listener
 from batchgate.services.common.grpc_server import ServiceHost
 from batchgate.services.scheduler.budgets import Budgets
 from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
+from batchgate.services.scheduler.cron_ticks import CronTicker
 from batchgate.services.scheduler.maintenance import Maintenance
 from batchgate.services.scheduler.metrics import SchedulerMetrics
 from batchgate.services.scheduler.queue import Queue
@@ -49,6 +56,13 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         metrics,
         Retention(db, settings),
     )
+    ingest_channel = rpc_client.channel(settings, "ingest", caller="scheduler")
+    ticker = CronTicker(
+        db,
+        templates_pb2_grpc.TemplateRunsServiceStub(ingest_channel),
+        settings.maintenance_interval_s,
+        cron.schedule_clock(settings.template_clock_file),
+    )
     listeners = [Listener(db, WORK_CHANNEL, signal.wake), Listener(db, CLOSING_CHANNEL, feed.on_notify)]
 
     def register(server: grpc.aio.Server) -> list[str]:
@@ -58,12 +72,13 @@ def build(settings: Settings, db: Database) -> ServiceHost:
 
     async def stop() -> None:
         await results_channel.close()
+        await ingest_channel.close()
 
     return ServiceHost(
         name="scheduler",
         port=settings.scheduler_port,
         register=register,
-        background=[maintenance.run, *(listener.run for listener in listeners)],
+        background=[maintenance.run, ticker.run, *(listener.run for listener in listeners)],
         before_stop=[feed.close],
         on_stop=[stop],
     )

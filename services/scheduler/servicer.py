@@ -15,6 +15,7 @@ import grpc
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
 from batchgate.services.common import errors, telemetry
+from batchgate.services.common.api_shapes import requested_model
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
 from batchgate.services.common.db.dialect import notify
@@ -41,7 +42,7 @@ def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedI
         ref=items_pb2.ItemRef(batch_id=lease.batch_id, index=lease.index, attempt=lease.attempt),
         custom_id=lease.custom_id,
         endpoint=lease.endpoint,
-        model=lease.model,
+        model=requested_model(lease.endpoint, lease.body, lease.model),
         body=lease.body,
         traceparent=traceparent or "",
         project_id=lease.project_id,

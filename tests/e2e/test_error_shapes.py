@@ -166,8 +166,6 @@ def test_cancel_and_expiry_keep_finished_results_and_tell_the_webhook(
         assert error.code == f"batch_{end}" and error.message
 
     (call,) = receiver.wait_for(path, 1)
-    event = orjson.loads(call.body)
-    assert (event["type"], event["status"], event["id"]) == (f"batch.{end}", end, batch.id)
-    assert event[f"{end}_at"] == getattr(done, f"{end}_at") and event["completed_at"] is None
-    assert event["request_counts"] == {"total": 10, "completed": len(finished), "failed": len(closed)}
-    assert (event["output_file_id"], event["error_file_id"]) == (done.output_file_id, done.error_file_id)
+    event = orjson.loads(call.body)  # OpenAI's event: it names the batch, which holds the rest
+    assert (event["type"], event["object"], event["data"]) == (f"batch.{end}", "event", {"id": batch.id})
+    assert event["created_at"] >= getattr(done, f"{end}_at")

@@ -167,3 +167,17 @@ def test_expired_files_read_as_404_and_the_sweep_reclaims_their_blobs(stack: Run
         time.sleep(0.2)
     assert db_rows(stack.database_url, "SELECT count(*) FROM files WHERE id = :f", f=file_id)[0][0] == 0
     assert db_rows(stack.database_url, "SELECT count(*) FROM blobs WHERE id = :b", b=blob)[0][0] == 0
+
+
+@pytest.mark.parametrize("via", VIAS)
+def test_a_dry_run_meets_the_same_limits_and_stores_nothing(stack: RunningStack, via: str) -> None:
+    before = settled(stack)
+    too_large = create_batch(via, stack, {**_inline(1500, n=3), "dry_run": True})
+    assert "4096" in too_large.expect_error(413, "input_too_large")["message"]
+    many = {"model": "gpt-4o-mini", "dry_run": True, "requests": [{"messages": []}] * 6}  # limit: 5
+    assert create_batch(via, stack, many).expect_error(400, "input_too_large")["param"] == "requests"
+    big = {"model": "gpt-4o-mini", "dry_run": True, "requests": [{"messages": []}, {"messages": "p" * 2500}]}
+    answer = create_batch(via, stack, big)
+    assert answer.status == 200, answer.body
+    assert [(r["line"], r["code"]) for r in answer.body["rejected_records"]] == [(2, "record_too_large")]
+    assert stored(stack) == before

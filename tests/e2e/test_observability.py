@@ -236,11 +236,14 @@ def test_calls_between_services_carry_the_trace_with_rpc_conventions(
         spans = [s for s in sink.spans() if s.trace_id == CLIENT_TRACE]
         if {"batchgate.batch.finalize", "batchgate.internal.v1.SchedulerService/SubmitBatch"} <= {
             s.name for s in spans
-        }:
+        } and any(s.service == "batchgate-envoy" for s in spans):
             break
         time.sleep(0.5)
     create = _one(spans, "batchgate.v1.BatchService/CreateBatch")
-    assert create.parent_span_id == CLIENT_SPAN  # the client's traceparent came through Envoy
+    # The client's traceparent came through Envoy, whose own span of the call sits between.
+    (envoy,) = [s for s in spans if s.service == "batchgate-envoy"]
+    assert (envoy.parent_span_id, envoy.kind) == (CLIENT_SPAN, "server")
+    assert create.parent_span_id == envoy.span_id
     assert (create.service, create.kind) == ("batchgate-ingest", "server")
     assert create.attributes == {
         "rpc.system": "grpc",

@@ -369,6 +369,29 @@ def test_the_list_is_newest_first_and_pages(browser: Browser, stack: RunningStac
         context.close()
 
 
+def test_a_named_retried_batch_shows_its_name_and_links(panel: Panel) -> None:
+    client = panel.client
+    failing = chat_records(2, prefix="panel-retry")
+    failing[1]["body"]["x_sim"] = {"status": 400, "times": 1}
+    source = client.post(
+        "/batches",
+        body={"model": "gpt-4o-mini", "name": "panel nightly", "requests": [r["body"] for r in failing]},
+        cast_to=dict,
+    )
+    wait_for_batch(client, source["id"])
+    retry = client.post(f"/batches/{source['id']}/retry", body={}, cast_to=dict)
+    page = panel.page
+    panel.open("#/batches")
+    panel.sign_in()
+    row = page.locator("table.batches tbody tr", has=page.locator(f"#link-{source['id']}"))
+    expect(row.locator(".batch-name")).to_have_text("panel nightly")
+    panel.open(f"#/batches/{source['id']}")
+    expect(page.locator("#batch-name")).to_have_text("panel nightly")
+    page.get_by_role("link", name=retry["id"]).click()
+    expect(page.get_by_role("link", name=source["id"])).to_be_visible()  # "Retry of"
+    assert panel.problems == []
+
+
 def test_rejected_records_show_their_lines(panel: Panel) -> None:
     page = panel.page
     panel.open("#/upload")

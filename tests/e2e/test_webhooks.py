@@ -77,26 +77,30 @@ def test_batch_end_event_is_signed_and_verifies_at_a_real_receiver(
     done = wait_for_batch(client, batch.id)
     (call,) = receiver.wait_for(signed_path, 1)
 
-    verify = readme_verifier()
+    verify = readme_verifier()  # the `standardwebhooks` library, as README shows receivers
     secret = webhook_secret(shared_stack)
     assert secret.startswith("whsec_")
     assert verify(secret, call.headers, call.body)
     assert not verify(webhook_secret(shared_stack, "other"), call.headers, call.body)
     assert not verify(secret, call.headers, call.body.replace(b"completed", b"cancelled"))
+    # The openai SDK's own verifier, unchanged, as for a webhook from OpenAI.
+    sdk = openai.OpenAI(api_key="unused")
+    event = sdk.webhooks.unwrap(call.body, call.headers, secret=secret)
+    assert (event.type, event.data.id, event.object) == ("batch.completed", batch.id, "event")
+    with pytest.raises(openai.InvalidWebhookSignatureError):
+        sdk.webhooks.unwrap(call.body, call.headers, secret=webhook_secret(shared_stack, "other"))
 
-    event = orjson.loads(call.body)
-    assert event["id"] == batch.id and event["object"] == "batch.event"
-    assert event["type"] == "batch.completed" and event["status"] == "completed"
-    assert event["request_counts"] == {"total": 3, "completed": 3, "failed": 0}
-    assert event["output_file_id"] == done.output_file_id and event["error_file_id"] is None
-    assert event["completed_at"] == done.completed_at and event["metadata"] == {"team": "hooks"}
-    assert event["usage"]["total_tokens"] == done.usage.total_tokens
-    assert call.headers["batchgate-event-id"] == event["event_id"]
+    body = orjson.loads(call.body)
+    assert set(body) == {"id", "object", "type", "created_at", "data"}
+    assert body["id"].startswith("evt_") and body["data"] == {"id": batch.id}
+    assert done.completed_at <= body["created_at"] <= time.time() + 1
+    assert call.headers["webhook-id"] == body["id"]
     assert call.headers["content-type"] == "application/json"
+    assert client.batches.retrieve(event.data.id).metadata == {"team": "hooks"}
 
     delivery = wait_for_delivery(shared_stack, batch.id)
-    assert delivery["id"] == event["event_id"] and delivery["type"] == "batch.completed"
-    assert delivery["attempt_count"] == 1 and delivery["payload"] == event
+    assert delivery["id"] == body["id"] and delivery["type"] == "batch.completed"
+    assert delivery["attempt_count"] == 1 and delivery["payload"] == body
     assert delivery["url"] == receiver.url(signed_path) and delivery["delivered_at"] >= delivery["created_at"]
     (attempt,) = delivery["attempts"]
     assert (attempt["attempt"], attempt["status_code"], attempt["error"]) == (1, 200, None)
@@ -118,7 +122,7 @@ def test_receiver_that_fails_twice_gets_the_event_on_the_third_attempt(
     verify = readme_verifier()
     secret = webhook_secret(shared_stack)
     assert all(verify(secret, call.headers, call.body) for call in calls)
-    assert len({call.headers["batchgate-event-id"] for call in calls}) == 1
+    assert len({call.headers["webhook-id"] for call in calls}) == 1
     assert len({call.body for call in calls}) == 1
     assert delivery["attempt_count"] == 3
     first, second, third = delivery["attempts"]

@@ -111,7 +111,7 @@ async def test_two_replicas_send_each_event_once(db: Database, database_url: str
         rows = await deliveries(db)
         assert [(r.status, r.attempts, r.last_status_code) for r in rows] == [("delivered", 1, 200)] * 40
         assert len(calls) == 40
-        assert sorted(c.headers["batchgate-event-id"] for c in calls) == sorted(r.event_id for r in rows)
+        assert sorted(c.headers["webhook-id"] for c in calls) == sorted(r.event_id for r in rows)
         verify = readme_verifier()
         assert all(verify(secret, c.headers, c.body) for c in calls)
         assert [(a.attempt, a.status_code, a.error) for a in await attempts(db)] == [(1, 200, None)] * 40
@@ -169,3 +169,17 @@ async def test_a_lapsed_last_attempt_ends_failed(db: Database) -> None:
     assert await WebhookDeliverer(once, db).claim(5) == []
     (row,) = await deliveries(db)
     assert (row.status, row.attempts, row.next_attempt_at) == ("failed", 1, None)
+
+
+async def test_a_secret_from_before_standard_webhooks_is_an_attempt_error_naming_the_fix(
+    db: Database,
+) -> None:
+    async with db.write() as conn:
+        await conn.execute(update(projects).values(webhook_secret="whsec_a"))  # not base64
+    with WebhookReceiver() as receiver:
+        path = receiver.fresh_path("old-secret")
+        await enqueue(db, [receiver.url(path)])
+        await run_until([WebhookDeliverer(settings(BATCHGATE_WEBHOOK_MAX_ATTEMPTS="1"), db)], db, all_settled)
+        assert receiver.received(path) == []  # nothing unsigned or wrongly signed goes out
+    (row,) = await deliveries(db)
+    assert row.status == "failed" and "rotate it" in row.last_error

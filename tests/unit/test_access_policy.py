@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 
+import batchgate.v1
 from batchgate.services.common import errors
 from batchgate.services.common.access_policy import (
     ALL_SCOPES,
@@ -21,9 +25,16 @@ from batchgate.v1 import batches_pb2, files_pb2, models_pb2, results_pb2
 
 
 def _public_methods() -> set[str]:
+    """Every method of every public (`batchgate.v1`) service, whichever proto declares it."""
+    modules = [
+        importlib.import_module(f"batchgate.v1.{info.name}")
+        for info in pkgutil.iter_modules(batchgate.v1.__path__)
+        if info.name.endswith("_pb2")
+    ]
+    assert {batches_pb2, files_pb2, results_pb2, models_pb2} <= set(modules)
     return {
         f"/{service.full_name}/{method.name}"
-        for module in (batches_pb2, files_pb2, results_pb2, models_pb2)
+        for module in modules
         for service in module.DESCRIPTOR.services_by_name.values()
         for method in service.methods
     }

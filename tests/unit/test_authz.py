@@ -6,13 +6,14 @@ import pytest
 from google.protobuf import descriptor_pool
 
 from batchgate.internal.v1 import executor_pb2, recorder_pb2, scheduler_pb2, spend_pb2
+from batchgate.internal.v1 import templates_pb2 as internal_templates_pb2
 from batchgate.services.common import authz
 from batchgate.services.ingest import reflection
-from batchgate.v1 import batches_pb2, files_pb2, results_pb2
+from batchgate.v1 import batches_pb2, files_pb2, results_pb2, templates_pb2
 from tools.config_docs import AUTHZ_BEGIN, AUTHZ_END, README, authz_block, readme_block
 
-INTERNAL_FILES = (executor_pb2, recorder_pb2, scheduler_pb2, spend_pb2)
-PUBLIC_FILES = (batches_pb2, files_pb2, results_pb2)
+INTERNAL_FILES = (executor_pb2, recorder_pb2, scheduler_pb2, spend_pb2, internal_templates_pb2)
+PUBLIC_FILES = (batches_pb2, files_pb2, results_pb2, templates_pb2)
 
 
 def _methods(modules: tuple[object, ...]) -> set[str]:
@@ -52,7 +53,7 @@ def test_each_identity_gets_only_what_it_needs() -> None:
         "RecordResults",
     }
     assert may("ingest") == {"SubmitBatch", "CancelBatch", "GetSpend"}
-    assert may("scheduler") == {"FinalizeBatch"}
+    assert may("scheduler") == {"FinalizeBatch", "SpawnRun"}
     assert may("results") == {"FinalizeBatch"}
     assert may("envoy") == {m.rsplit("/", 1)[1] for m in _methods(PUBLIC_FILES)}
     health = "/grpc.health.v1.Health/Check"
@@ -84,7 +85,10 @@ def test_reflection_describes_the_public_api_only() -> None:
     pool = reflection.public_pool()
     assert sorted(reflection.public_services()) == [
         "batchgate.v1.BatchService",
+        "batchgate.v1.BatchTemplateService",
         "batchgate.v1.FilesService",
+        "batchgate.v1.MessageBatchResultsService",
+        "batchgate.v1.MessageBatchService",
         "batchgate.v1.ModelsService",
         "batchgate.v1.ResultsService",
         "grpc.health.v1.Health",
@@ -95,6 +99,10 @@ def test_reflection_describes_the_public_api_only() -> None:
         assert pool.FindServiceByName(name).full_name == name
     v1 = pool.FindServiceByName("grpc.reflection.v1.ServerReflection").methods_by_name["ServerReflectionInfo"]
     assert v1.input_type.full_name == "grpc.reflection.v1.ServerReflectionRequest"
-    for internal in ("batchgate.internal.v1.SchedulerService", "batchgate.internal.v1.LeaseItemsRequest"):
+    for internal in (
+        "batchgate.internal.v1.SchedulerService",
+        "batchgate.internal.v1.LeaseItemsRequest",
+        "batchgate.internal.v1.TemplateRunsService",
+    ):
         with pytest.raises(KeyError):
             pool.FindFileContainingSymbol(internal)

@@ -107,3 +107,34 @@ def test_several_replicas_become_cluster_endpoints() -> None:
     clusters = {c["name"]: c for c in render(settings)["static_resources"]["clusters"]}
     endpoints = clusters["ingest"]["load_assignment"]["endpoints"][0]["lb_endpoints"]
     assert [e["endpoint"]["address"]["socket_address"]["port_value"] for e in endpoints] == [1, 2]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_envoy_traces_to_the_services_collector_when_they_do(tmp_path: Path, protocol: str) -> None:
+    CertDir.at(tmp_path / "certs").ensure()
+    settings = load_settings(environ={"BATCHGATE_DATA_DIR": str(tmp_path)})
+    otel = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector.example:4318",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+    }
+    path = write_config(settings, tmp_path / "envoy.yaml", otel)
+    result = validate(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = yaml.safe_load(path.read_text())
+    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    tracer = hcm["tracing"]["provider"]["typed_config"]
+    assert tracer["service_name"] == "batchgate-envoy"
+    if protocol == "grpc":
+        assert tracer["grpc_service"]["envoy_grpc"]["cluster_name"] == "otel_collector"
+    else:
+        assert tracer["http_service"]["http_uri"]["uri"] == "https://collector.example:4318/v1/traces"
+    (collector,) = [c for c in config["static_resources"]["clusters"] if c["name"] == "otel_collector"]
+    address = collector["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+    assert address["socket_address"] == {"address": "collector.example", "port_value": 4318}
+    assert collector["transport_socket"]["name"] == "envoy.transport_sockets.tls"  # https://
+
+    for off in ({}, {**otel, "OTEL_TRACES_EXPORTER": "none"}, {**otel, "OTEL_SDK_DISABLED": "true"}):
+        plain = render(settings, tmp_path / "envoy.yaml", environ=off)
+        hcm = plain["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        assert "tracing" not in hcm
+        assert "otel_collector" not in {c["name"] for c in plain["static_resources"]["clusters"]}

@@ -53,7 +53,11 @@ def test_each_file_kind_gets_its_content_type_and_keeps_its_body() -> None:
     """Direct responses are local replies: without a mapper Envoy would wrap them in the JSON
     error envelope. Each suffix has a mapper that passes the body through with its type."""
     mappers = _hcm(render(load_settings(environ={})))["local_reply_config"]["mappers"]
-    by_type = {m["body_format_override"]["content_type"]: m for m in mappers if "and_filter" in m["filter"]}
+    by_type = {
+        m["body_format_override"]["content_type"]: m
+        for m in mappers
+        if "and_filter" in m["filter"] and "text_format_source" in m["body_format_override"]
+    }
     assert set(by_type) == {panel.CONTENT_TYPES[s] for s in (".html", ".js", ".css", ".svg")}
     for mapper in by_type.values():
         assert mapper["body_format_override"]["text_format_source"]["inline_string"] == "%LOCAL_REPLY_BODY%"

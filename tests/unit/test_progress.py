@@ -91,3 +91,16 @@ def test_durations_read_naturally() -> None:
         "1h00m",
         "2h02m",
     ]
+
+
+def test_the_batch_s_own_throughput_wins_over_the_local_measure() -> None:
+    out, clock = io.StringIO(), _Clock()
+    display = ProgressDisplay(out, "batch_x", tty=False, clock=clock)
+    display.update(_batch("in_progress", 0))
+    clock.now += 10
+    paced = {
+        **_batch("in_progress", 20),
+        "throughput": {"items_per_s": 4.0, "tokens_per_s": 300.0, "eta_s": 20},
+    }
+    display.update(paced)  # locally 2.0/s; the server saw 4.0/s over its last minute
+    assert "20/100 (20%)  20 completed  0 failed  4.0/s  ETA 20s" in out.getvalue().splitlines()[-1]

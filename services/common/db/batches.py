@@ -9,8 +9,8 @@ Who may call what (each operation's docstring starts with the services allowed):
   (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled);
 - ingest counts open batches and committed spend for a create's budget hold
   (`open_counts`, `committed_spend`); results counts rejections for usage (`rejections`);
-- the scheduler's retention purges ended batches (`ended_unpurged`, `input_still_read`,
-  `mark_purged`) and later forgets them (`purged_before`, `delete_bookkeeping`).
+- the scheduler's retention purges ended batches and later forgets them: those operations
+  are in `batchgate.services.common.db.batch_retention`.
 
 Every status change is a conditional UPDATE from the allowed previous statuses
 (`states.BATCH_TRANSITIONS`), stamping the matching `<status>_at` column, so concurrent actors
@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
 from batchgate.services.common.db.dialect import json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
@@ -34,7 +35,6 @@ from batchgate.services.common.db.usage import UsageFilter
 from batchgate.services.common.states import (
     BATCH_OPEN,
     BATCH_RUNNING,
-    BATCH_TERMINAL,
     BATCH_TRANSITIONS,
     BatchStatus,
 )
@@ -67,22 +67,38 @@ async def get(conn: AsyncConnection, batch_id: str) -> AnyRow:
     return (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
 
 
+def _of_api(message_batch: bool | None) -> ColumnElement[bool] | None:
+    """The batches of one public API: Message Batches (True), OpenAI batches (False), or
+    both (None); see `batchgate.services.common.api_shapes`."""
+    if message_batch is None:
+        return None
+    return (
+        batches.c.endpoint == MESSAGES_ENDPOINT if message_batch else batches.c.endpoint != MESSAGES_ENDPOINT
+    )
+
+
 async def visible(
-    conn: AsyncConnection, project_id: str, batch_id: str, *columns: ColumnElement[Any]
+    conn: AsyncConnection,
+    project_id: str,
+    batch_id: str,
+    *columns: ColumnElement[Any],
+    message_batch: bool | None = False,
 ) -> AnyRow | None:
     """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
-    unknown, another project's, still being created or purged by retention."""
+    unknown, another project's, still being created, purged by retention, or made through the
+    other API (`message_batch`: True for Message Batches only, False for OpenAI batches only,
+    None for either, as usage reads them)."""
     query = select(*columns) if columns else select(batches)
-    return (
-        await conn.execute(
-            query.where(
-                batches.c.id == batch_id,
-                batches.c.project_id == project_id,
-                batches.c.status != BatchStatus.VALIDATING,
-                batches.c.purged_at.is_(None),
-            )
-        )
-    ).first()
+    query = query.where(
+        batches.c.id == batch_id,
+        batches.c.project_id == project_id,
+        batches.c.status != BatchStatus.VALIDATING,
+        batches.c.purged_at.is_(None),
+    )
+    api = _of_api(message_batch)
+    if api is not None:
+        query = query.where(api)
+    return (await conn.execute(query)).first()
 
 
 async def page(
@@ -93,23 +109,70 @@ async def page(
     status: str = "",
     metadata_key: str = "",
     metadata_value: str | None = None,
+    template_id: str = "",
     after: str = "",
     limit: int,
 ) -> list[AnyRow]:
-    """ingest: up to `limit` of the project's visible batches, newest first, after the id
-    `after`, filtered by status and by a metadata key (and value)."""
+    """ingest: up to `limit` of the project's visible OpenAI batches (Message Batches list through
+    their own API), newest first, after the id `after`, filtered by status, by a metadata key
+    (and value) and by the recurring template whose runs they are."""
     query = select(batches).where(
         batches.c.project_id == project_id,
         batches.c.status != BatchStatus.VALIDATING,
         batches.c.purged_at.is_(None),
+        batches.c.endpoint != MESSAGES_ENDPOINT,
     )
     if status:
         query = query.where(batches.c.status == status)
     if metadata_key:
         query = query.where(json_object_has(db, batches.c.metadata, metadata_key, metadata_value))
+    if template_id:
+        query = query.where(batches.c.template_id == template_id)
     if after:
         query = query.where(batches.c.id < after)
     return list((await conn.execute(query.order_by(batches.c.id.desc()).limit(limit))).all())
+
+
+async def runs_of_template(
+    conn: AsyncConnection, project_id: str, template_id: str, limit: int
+) -> list[AnyRow]:
+    """ingest: the newest `limit` published runs of the project's recurring template."""
+    query = (
+        select(batches)
+        .where(
+            batches.c.template_id == template_id,
+            batches.c.project_id == project_id,
+            batches.c.status != BatchStatus.VALIDATING,
+        )
+        .order_by(batches.c.id.desc())
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).all())
+
+
+async def retry_made(conn: AsyncConnection, retry_of: str, selection: str) -> str | None:
+    """ingest: the visible batch that already retried `retry_of` with `selection`, if any."""
+    query = select(batches.c.id).where(
+        batches.c.retry_of == retry_of,
+        batches.c.retry_selection == selection,
+        batches.c.status != BatchStatus.VALIDATING,
+    )
+    return (await conn.execute(query.order_by(batches.c.id).limit(1))).scalar()
+
+
+async def retries_of(conn: AsyncConnection, batch_ids: list[str]) -> dict[str, list[str]]:
+    """ingest: the visible retries of each of `batch_ids`, oldest first (absent: none)."""
+    if not batch_ids:
+        return {}
+    query = (
+        select(batches.c.retry_of, batches.c.id)
+        .where(batches.c.retry_of.in_(batch_ids), batches.c.status != BatchStatus.VALIDATING)
+        .order_by(batches.c.id)
+    )
+    found: dict[str, list[str]] = {}
+    for row in (await conn.execute(query)).all():
+        found.setdefault(row.retry_of, []).append(row.id)
+    return found
 
 
 async def set_metadata(conn: AsyncConnection, batch_id: str, metadata_json: str | None) -> None:
@@ -208,56 +271,6 @@ async def rejections(conn: AsyncConnection, where: UsageFilter, group_by: list[s
     return list((await conn.execute(query)).all())
 
 
-# --- scheduler: retention ----------------------------------------------------------------------
-
-
-def _ended_at() -> ColumnElement[Any]:
-    return func.coalesce(
-        batches.c.completed_at, batches.c.failed_at, batches.c.expired_at, batches.c.cancelled_at
-    )
-
-
-async def ended_unpurged(
-    conn: AsyncConnection, project_id: str, ended_before: float, limit: int
-) -> list[AnyRow]:
-    """scheduler: (id, input_file_id) of up to `limit` of the project's batches that ended
-    before `ended_before` and still hold their data."""
-    query = select(batches.c.id, batches.c.input_file_id).where(
-        batches.c.project_id == project_id,
-        batches.c.status.in_(BATCH_TERMINAL),
-        batches.c.purged_at.is_(None),
-        _ended_at() < ended_before,
-    )
-    return list((await conn.execute(query.limit(limit))).all())
-
-
-async def input_still_read(conn: AsyncConnection, input_file_id: str, purging: str) -> bool:
-    """scheduler: whether a batch other than `purging` that still holds its data reads the file."""
-    query = select(batches.c.id).where(
-        batches.c.input_file_id == input_file_id, batches.c.id != purging, batches.c.purged_at.is_(None)
-    )
-    return (await conn.execute(query.limit(1))).first() is not None
-
-
-async def mark_purged(conn: AsyncConnection, batch_id: str, now: float) -> None:
-    """scheduler: the batch's data is gone; its row stays as bookkeeping (and answers 404),
-    naming the files it had."""
-    await conn.execute(update(batches).where(batches.c.id == batch_id).values(purged_at=now))
-
-
-async def purged_before(conn: AsyncConnection, project_id: str, ended_before: float, limit: int) -> list[str]:
-    """scheduler: ids of up to `limit` of the project's purged batches that ended before `ended_before`."""
-    query = select(batches.c.id).where(
-        batches.c.project_id == project_id, batches.c.purged_at.is_not(None), _ended_at() < ended_before
-    )
-    return list((await conn.execute(query.limit(limit))).scalars().all())
-
-
-async def delete_bookkeeping(conn: AsyncConnection, batch_id: str) -> None:
-    """scheduler: forget a purged batch altogether (its bookkeeping period is over)."""
-    await conn.execute(delete(batches).where(batches.c.id == batch_id, batches.c.purged_at.is_not(None)))
-
-
 # --- scheduler ----------------------------------------------------------------------------------
 
 
@@ -322,8 +335,8 @@ async def add_outcomes(
 
 async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> AnyRow | None:
     """results: claim the finalize of a batch that is due (nothing open: → finalizing) or whose
-    finalizer's lease lapsed, until `lease_until`. Returns (created_at, traceparent) when
-    claimed, None when it is not due or another replica holds it."""
+    finalizer's lease lapsed, until `lease_until`. Returns (created_at, traceparent, endpoint)
+    when claimed, None when it is not due or another replica holds it."""
     row = (
         await conn.execute(
             select(
@@ -333,6 +346,7 @@ async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: floa
                 batches.c.failed_count,
                 batches.c.created_at,
                 batches.c.traceparent,
+                batches.c.endpoint,
             ).where(batches.c.id == batch_id)
         )
     ).first()

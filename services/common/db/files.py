@@ -80,6 +80,13 @@ async def visible(
     return (await conn.execute(query)).first()
 
 
+async def expiry(conn: AsyncConnection, project_id: str, file_id: str) -> AnyRow | None:
+    """ingest (a recurring template's run): the project's file `file_id` with its `expires_at`,
+    expired or not; None once it was deleted."""
+    query = select(files.c.expires_at).where(files.c.id == file_id, files.c.project_id == project_id)
+    return (await conn.execute(query)).first()
+
+
 async def page(
     conn: AsyncConnection, project_id: str, *, purpose: str, after: str, ascending: bool, limit: int
 ) -> list[AnyRow]:

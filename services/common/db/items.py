@@ -1,9 +1,10 @@
 """The `items` table (one row per input record): the only place its SQL lives, besides the
 scheduler's queue statements over items and sessions (`batchgate.services.common.db.queue`).
 
-Who may call what: ingest inserts a create's items (`queued` or `rejected`) and deletes those
-of a discarded create; results stores outcomes over current leases (`lock_current`,
-`store_outcomes`) and reads items to write the output and error files.
+Who may call what: ingest inserts a create's items (`queued` or `rejected`), deletes those
+of a discarded create, reads those a retry runs again and a running batch's pace; results
+stores outcomes over current leases (`lock_current`, `store_outcomes`) and reads items to
+write the output and error files.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from batchgate.services.common.db.dialect import insert_rows, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import items
-from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
+from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, ItemState
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -88,6 +89,40 @@ async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Any
     return list((await conn.execute(query)).all())
 
 
+async def retryable(conn: AsyncConnection, batch_id: str, states: tuple[str, ...]) -> list[AnyRow]:
+    """ingest: (custom_id, body) of the batch's items in `states` that have a request body (a
+    rejected record has none), in input order: what a retry runs again."""
+    query = (
+        select(items.c.custom_id, items.c.body)
+        .where(items.c.batch_id == batch_id, items.c.state.in_(states), items.c.body.is_not(None))
+        .order_by(items.c.idx)
+    )
+    return list((await conn.execute(query)).all())
+
+
+async def finished_since(
+    conn: AsyncConnection, batch_ids: list[str], since: float
+) -> dict[str, tuple[int, int]]:
+    """ingest: per batch of `batch_ids`, (items, tokens) that executors finished at or after
+    `since` (batches with none are absent)."""
+    if not batch_ids:
+        return {}
+    query = (
+        select(
+            items.c.batch_id,
+            func.count(),
+            func.coalesce(func.sum(items.c.prompt_tokens + items.c.completion_tokens), 0),
+        )
+        .where(
+            items.c.batch_id.in_(batch_ids),
+            items.c.state.in_(ITEM_REPORTED),
+            items.c.finished_at >= since,
+        )
+        .group_by(items.c.batch_id)
+    )
+    return {row[0]: (int(row[1]), int(row[2])) for row in (await conn.execute(query)).all()}
+
+
 # --- results ------------------------------------------------------------------------------------
 
 
@@ -109,11 +144,17 @@ async def store_outcomes(conn: AsyncConnection, rows: list[dict[str, Any]]) -> N
 
 
 async def line_page(
-    conn: AsyncConnection, batch_id: str, after: int, states: tuple[str, ...] | None, limit: int
+    conn: AsyncConnection,
+    batch_id: str,
+    after: int,
+    states: tuple[str, ...] | None,
+    limit: int,
+    with_body: bool = False,
 ) -> list[AnyRow]:
-    """results: up to `limit` items (LINE_COLUMNS) after the index `after`, in input order,
-    optionally only those in `states`."""
-    query = select(*LINE_COLUMNS).where(items.c.batch_id == batch_id, items.c.idx > after)
+    """results: up to `limit` items (LINE_COLUMNS, then the request `body` when `with_body`)
+    after the index `after`, in input order, optionally only those in `states`."""
+    columns = (*LINE_COLUMNS, items.c.body) if with_body else LINE_COLUMNS
+    query = select(*columns).where(items.c.batch_id == batch_id, items.c.idx > after)
     if states is not None:
         query = query.where(items.c.state.in_(states))
     return list((await conn.execute(query.order_by(items.c.idx).limit(limit))).all())

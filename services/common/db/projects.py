@@ -122,6 +122,14 @@ async def revoke_key(conn: AsyncConnection, key_id: str) -> bool:
     return result.rowcount == 1
 
 
+async def key_lapsed(conn: AsyncConnection, key_id: str, now: float) -> bool:
+    """ingest (a recurring template's run, made as the key that created it): whether the key
+    `key_id` was revoked or has expired at `now`."""
+    query = select(api_keys.c.revoked_at, api_keys.c.expires_at).where(api_keys.c.id == key_id)
+    row = (await conn.execute(query)).first()
+    return row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now)
+
+
 async def key_exists(conn: AsyncConnection, key_id: str) -> bool:
     """operator: whether the key `key_id` exists (revoked or not)."""
     return (await conn.execute(select(api_keys.c.id).where(api_keys.c.id == key_id))).first() is not None
@@ -139,26 +147,34 @@ async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[Any
     return list((await conn.execute(query)).all())
 
 
+def _key_access_query() -> Select[Any]:
+    return select(
+        api_keys.c.id,
+        api_keys.c.project_id,
+        api_keys.c.scopes,
+        api_keys.c.expires_at,
+        api_keys.c.policy.label("key_policy"),
+        projects.c.policy.label("project_policy"),
+    ).select_from(api_keys.join(projects, projects.c.id == api_keys.c.project_id))
+
+
 async def key_owner(conn: AsyncConnection, key_hash: str, now: float) -> AnyRow | None:
     """Every API-serving service: (id, project_id, scopes, key_policy, project_policy,
     expires_at) of the active (not revoked, not expired at `now`) key with this hash."""
-    query = (
-        select(
-            api_keys.c.id,
-            api_keys.c.project_id,
-            api_keys.c.scopes,
-            api_keys.c.expires_at,
-            api_keys.c.policy.label("key_policy"),
-            projects.c.policy.label("project_policy"),
-        )
-        .select_from(api_keys.join(projects, projects.c.id == api_keys.c.project_id))
-        .where(
-            api_keys.c.key_hash == key_hash,
-            api_keys.c.revoked_at.is_(None),
-            (api_keys.c.expires_at.is_(None)) | (api_keys.c.expires_at > now),
-        )
+    query = _key_access_query().where(
+        api_keys.c.key_hash == key_hash,
+        api_keys.c.revoked_at.is_(None),
+        (api_keys.c.expires_at.is_(None)) | (api_keys.c.expires_at > now),
     )
-    return (await conn.execute(query)).first()
+    row: AnyRow | None = (await conn.execute(query)).first()
+    return row
+
+
+async def key_by_id(conn: AsyncConnection, key_id: str) -> AnyRow | None:
+    """ingest (a recurring template's run, made as the key that created it): the same columns
+    as `key_owner`, of the key `key_id`, so the run gets the key's scopes and policies."""
+    row: AnyRow | None = (await conn.execute(_key_access_query().where(api_keys.c.id == key_id))).first()
+    return row
 
 
 async def set_project_policy(conn: AsyncConnection, project_id: str, policy: str | None) -> bool:

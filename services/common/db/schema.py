@@ -125,12 +125,45 @@ batches = Table(
     Column("webhook_url", String(2048), nullable=True),
     Column("output_expires_after_s", Integer, nullable=True),
     Column("traceparent", String(64), nullable=True),  # the create call's trace
+    Column("name", String(256), nullable=True),  # what the creator called it (extension)
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
     # Set when retention purged its data: only this row (bookkeeping) and its usage events stay.
     Column("purged_at", Float, nullable=True),
+    Column("template_id", String(40), nullable=True),  # the recurring template that spawned it
+    # A retry (POST /v1/batches/{id}/retry): the batch it re-runs and what it selected
+    # (`<only or all>:<model or nothing>`), one retry batch per source and selection.
+    Column("retry_of", String(40), nullable=True),
+    Column("retry_selection", String(240), nullable=True),
     Index("ix_batches_project_id", "project_id", "id"),
     Index("ix_batches_status", "status"),
+    Index("ix_batches_template_id", "template_id", "id"),
+    Index("ix_batches_retry_of", "retry_of", "retry_selection"),
+)
+
+# Recurring batch templates (ingest; SQL in services.common.db.templates). Each holds the
+# create request its runs are made from. `next_run_at` is also the claim on a due time: the
+# run's create moves it on in the same transaction that publishes the run, conditionally on
+# the due time it served, so one due time makes at most one run whatever the callers.
+batch_templates = Table(
+    "batch_templates",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("project_id", String(40), nullable=False),
+    Column("api_key_id", String(40), nullable=False),  # runs are created as this key
+    Column("status", String(16), nullable=False),  # scheduled | paused
+    Column("paused_reason", String(40), nullable=True),
+    Column("cron", String(200), nullable=False),
+    Column("cron_timezone", String(64), nullable=False),
+    Column("next_run_at", Float, nullable=True),  # null while paused
+    Column("created_at", Float, nullable=False),
+    Column("input_file_id", String(40), nullable=False),
+    Column("endpoint", String(64), nullable=False),
+    Column("create_request", LargeBinary, nullable=False),  # CreateBatchRequest, serialized
+    Column("last_run_at", Float, nullable=True),  # the last due time served
+    Column("last_error", Text, nullable=True),  # JSON {code, message} of a refused run
+    Index("ix_batch_templates_project_id", "project_id", "id"),
+    Index("ix_batch_templates_due", "status", "next_run_at"),
 )
 
 # Idempotency-Key → batch, per project (ingest).

@@ -35,7 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from batchgate.services.common.translate.shared import JsonObject, Untranslatable, json_text
+from batchgate.services.common.translate.anthropic_tools import chat_tool_choice, chat_tools
+from batchgate.services.common.translate.shared import JsonObject, json_text, refuse
 
 NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
     "stream": (False, None),
@@ -68,24 +69,22 @@ BLOCK_HINTS = {
     "remove 'is_error'",
     "citations": "citations have no OpenAI equivalent",
 }
-TOOL_CHOICES = {"auto": "auto", "any": "required", "none": "none"}
 IMAGE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ChatTarget:
     """What the OpenAI-compatible upstream takes beyond OpenAI's own parameters."""
 
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    max_tokens_field: MaxTokensField = "max_tokens"
     """Where the output limit goes: `max_tokens` (vLLM, Ollama, llama.cpp, older OpenAI
     models) or `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`)."""
     vllm_extensions: bool = False
     """The upstream takes vLLM's extra chat parameters: `top_k`, and `continue_final_message`
     with `add_generation_prompt: false` (how an Anthropic prefill is continued)."""
-
-
-def _refuse(param: str, why: str) -> Untranslatable:
-    return Untranslatable(f"'{param}': {why}.", param)
 
 
 def _check_fields(block: Mapping[str, Any], allowed: frozenset[str], param: str) -> None:
@@ -96,14 +95,14 @@ def _check_fields(block: Mapping[str, Any], allowed: frozenset[str], param: str)
         no_ops = BLOCK_NO_OP_VALUES.get(key)
         if no_ops is None or (no_ops and value not in no_ops):
             why = BLOCK_HINTS.get(key, "has no equivalent on an OpenAI-compatible upstream")
-            raise _refuse(f"{param}.{key}", why)
+            raise refuse(f"{param}.{key}", why)
 
 
 def _text_part(block: Mapping[str, Any], param: str) -> JsonObject:
     _check_fields(block, frozenset({"type", "text"}), param)
     text = block.get("text")
     if not isinstance(text, str):
-        raise _refuse(f"{param}.text", "must be a string")
+        raise refuse(f"{param}.text", "must be a string")
     return {"type": "text", "text": text}
 
 
@@ -118,11 +117,11 @@ def _image_part(block: Mapping[str, Any], param: str) -> JsonObject:
             or media_type not in IMAGE_MEDIA_TYPES
             or not isinstance(data, str)
         ):
-            raise _refuse(f"{param}.source", "needs a JPEG, PNG, GIF or WebP 'media_type' and base64 'data'")
+            raise refuse(f"{param}.source", "needs a JPEG, PNG, GIF or WebP 'media_type' and base64 'data'")
         return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{data}"}}
     if kind == "url" and isinstance(source, dict) and isinstance(source.get("url"), str):
         return {"type": "image_url", "image_url": {"url": source["url"]}}
-    raise _refuse(f"{param}.source", "only base64 and URL images have an OpenAI equivalent")
+    raise refuse(f"{param}.source", "only base64 and URL images have an OpenAI equivalent")
 
 
 def _document_part(block: Mapping[str, Any], param: str) -> JsonObject:
@@ -134,7 +133,7 @@ def _document_part(block: Mapping[str, Any], param: str) -> JsonObject:
         and source.get("media_type") == "application/pdf"
         and isinstance(source.get("data"), str)
     ):
-        raise _refuse(f"{param}.source", "only base64 PDF documents have an OpenAI equivalent (a file part)")
+        raise refuse(f"{param}.source", "only base64 PDF documents have an OpenAI equivalent (a file part)")
     title = block.get("title")
     file = {
         "filename": title if isinstance(title, str) and title else "document.pdf",
@@ -147,17 +146,17 @@ def _tool_message(block: Mapping[str, Any], param: str) -> JsonObject:
     _check_fields(block, frozenset({"type", "tool_use_id", "content"}), param)
     tool_use_id = block.get("tool_use_id")
     if not isinstance(tool_use_id, str) or not tool_use_id:
-        raise _refuse(f"{param}.tool_use_id", "must be a non-empty string")
+        raise refuse(f"{param}.tool_use_id", "must be a non-empty string")
     content = block.get("content", "")
     if isinstance(content, list):
         parts = []
         for number, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text":
-                raise _refuse(f"{param}.content[{number}]", "OpenAI tool results carry text only")
+                raise refuse(f"{param}.content[{number}]", "OpenAI tool results carry text only")
             parts.append(_text_part(part, f"{param}.content[{number}]"))
         return {"role": "tool", "tool_call_id": tool_use_id, "content": parts}
     if not isinstance(content, str):
-        raise _refuse(f"{param}.content", "must be a string or a list of text blocks")
+        raise refuse(f"{param}.content", "must be a string or a list of text blocks")
     return {"role": "tool", "tool_call_id": tool_use_id, "content": content}
 
 
@@ -165,7 +164,7 @@ def _tool_call(block: Mapping[str, Any], param: str) -> JsonObject:
     _check_fields(block, frozenset({"type", "id", "name", "input"}), param)
     ident, name, arguments = block.get("id"), block.get("name"), block.get("input")
     if not isinstance(ident, str) or not isinstance(name, str) or not isinstance(arguments, dict):
-        raise _refuse(param, "a tool_use block needs a string 'id' and 'name' and an object 'input'")
+        raise refuse(param, "a tool_use block needs a string 'id' and 'name' and an object 'input'")
     return {"id": ident, "type": "function", "function": {"name": name, "arguments": json_text(arguments)}}
 
 
@@ -179,12 +178,12 @@ USER_PARTS: dict[str, Callable[[Mapping[str, Any], str], JsonObject]] = {
 def _blocks(content: Any, param: str) -> list[tuple[str, Mapping[str, Any], str]]:
     """(type, block, path) of each block of a list content (never empty)."""
     if not isinstance(content, list) or not content:
-        raise _refuse(param, "must be a string or a non-empty list of content blocks")
+        raise refuse(param, "must be a string or a non-empty list of content blocks")
     out: list[tuple[str, Mapping[str, Any], str]] = []
     for number, block in enumerate(content):
         path = f"{param}[{number}]"
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise _refuse(path, "each content block must be an object with a 'type'")
+            raise refuse(path, "each content block must be an object with a 'type'")
         out.append((block["type"], block, path))
     return out
 
@@ -201,7 +200,7 @@ def _user_messages(content: Any, param: str) -> list[JsonObject]:
         elif kind in USER_PARTS:
             parts.append(USER_PARTS[kind](block, path))
         else:
-            raise _refuse(path, f"'{kind}' blocks have no equivalent in an OpenAI user message")
+            raise refuse(path, f"'{kind}' blocks have no equivalent in an OpenAI user message")
     return tools + ([{"role": "user", "content": parts}] if parts else [])
 
 
@@ -216,7 +215,7 @@ def _assistant_message(content: Any, param: str) -> JsonObject:
         elif kind == "tool_use":
             calls.append(_tool_call(block, path))
         elif kind not in ("thinking", "redacted_thinking"):
-            raise _refuse(path, f"'{kind}' blocks have no equivalent in an OpenAI assistant message")
+            raise refuse(path, f"'{kind}' blocks have no equivalent in an OpenAI assistant message")
     message: JsonObject = {"role": "assistant", "content": parts or (None if calls else "")}
     if calls:
         message["tool_calls"] = calls
@@ -229,7 +228,7 @@ def _system_content(system: Any, param: str) -> str | list[JsonObject]:
     parts = []
     for kind, block, path in _blocks(system, param):
         if kind != "text":
-            raise _refuse(path, "system content must be text")
+            raise refuse(path, "system content must be text")
         parts.append(_text_part(block, path))
     return parts
 
@@ -241,7 +240,7 @@ def _conversation(params: Mapping[str, Any], target: ChatTarget, out: JsonObject
         messages.append({"role": "system", "content": _system_content(system, "system")})
     turns = params.get("messages")
     if not isinstance(turns, list) or not turns:
-        raise _refuse("messages", "must be a non-empty list")
+        raise refuse("messages", "must be a non-empty list")
     for number, turn in enumerate(turns):
         param = f"messages[{number}]"
         role = turn.get("role") if isinstance(turn, dict) else None
@@ -253,10 +252,10 @@ def _conversation(params: Mapping[str, Any], target: ChatTarget, out: JsonObject
         elif role == "system":
             messages.append({"role": "system", "content": _system_content(content, f"{param}.content")})
         else:
-            raise _refuse(f"{param}.role", "must be user, assistant or system")
+            raise refuse(f"{param}.role", "must be user, assistant or system")
     if turns[-1].get("role") == "assistant":
         if not target.vllm_extensions:
-            raise _refuse(
+            raise refuse(
                 f"messages[{len(turns) - 1}]",
                 "a final assistant turn (prefill, continued by the answer) cannot be continued "
                 "by this OpenAI-compatible upstream; end with a user turn",
@@ -268,15 +267,15 @@ def _conversation(params: Mapping[str, Any], target: ChatTarget, out: JsonObject
 
 def _max_tokens(value: Any, out: JsonObject, target: ChatTarget) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _refuse("max_tokens", "must be a whole number of at least 1")
+        raise refuse("max_tokens", "must be a whole number of at least 1")
     if value == 0:
-        raise _refuse("max_tokens", "0 (prompt-cache pre-warming) has no OpenAI-compatible equivalent")
+        raise refuse("max_tokens", "0 (prompt-cache pre-warming) has no OpenAI-compatible equivalent")
     out[target.max_tokens_field] = value
 
 
 def _stop_sequences(value: Any, out: JsonObject, target: ChatTarget) -> None:
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-        raise _refuse("stop_sequences", "must be a list of strings")
+        raise refuse("stop_sequences", "must be a list of strings")
     if value:
         out["stop"] = list(value)
 
@@ -293,83 +292,33 @@ def _top_k(value: Any, out: JsonObject, target: ChatTarget) -> None:
     if value is None:
         return
     if not target.vllm_extensions:
-        raise _refuse("top_k", "this OpenAI-compatible upstream has no top-k sampling; remove it")
+        raise refuse("top_k", "this OpenAI-compatible upstream has no top-k sampling; remove it")
     out["top_k"] = value
 
 
 def _metadata(value: Any, out: JsonObject, target: ChatTarget) -> None:
     if not isinstance(value, dict):
-        raise _refuse("metadata", "must be an object")
+        raise refuse("metadata", "must be an object")
     for key in value:
         if key != "user_id":
-            raise _refuse(f"metadata.{key}", "only 'user_id' has an OpenAI equivalent ('user')")
+            raise refuse(f"metadata.{key}", "only 'user_id' has an OpenAI equivalent ('user')")
     if value.get("user_id") is not None:
         out["user"] = str(value["user_id"])
 
 
-TOOL_FIELDS = frozenset({"name", "description", "input_schema", "type", "cache_control", "strict"})
-TOOL_NO_OP_VALUES: dict[str, tuple[Any, ...]] = {
-    "eager_input_streaming": (None, False, True),  # a streaming hint: a batch does not stream
-    "defer_loading": (False,),
-    "allowed_callers": (["direct"],),
-}
-
-
-def _tool(tool: Any, param: str) -> JsonObject:
-    if not isinstance(tool, dict):
-        raise _refuse(param, "must be an object")
-    if tool.get("type") not in (None, "custom"):
-        raise _refuse(
-            f"{param}.type", f"{tool['type']!r} is a server tool; only client tools have an OpenAI equivalent"
-        )
-    for key, value in tool.items():
-        if key not in TOOL_FIELDS and value not in TOOL_NO_OP_VALUES.get(key, ()):
-            raise _refuse(f"{param}.{key}", "has no equivalent on an OpenAI-compatible upstream")
-    name, schema = tool.get("name"), tool.get("input_schema")
-    if not isinstance(name, str) or not name or not isinstance(schema, dict):
-        raise _refuse(param, "a tool needs a 'name' and an object 'input_schema'")
-    function: JsonObject = {"name": name, "parameters": schema}
-    if tool.get("description"):
-        function["description"] = tool["description"]
-    if tool.get("strict") is not None:
-        function["strict"] = tool["strict"]
-    return {"type": "function", "function": function}
-
-
-def _tools(value: Any, out: JsonObject, target: ChatTarget) -> None:
-    if not isinstance(value, list):
-        raise _refuse("tools", "must be a list")
-    if value:
-        out["tools"] = [_tool(tool, f"tools[{number}]") for number, tool in enumerate(value)]
-
-
-def _tool_choice(value: Any, out: JsonObject, target: ChatTarget) -> None:
-    kind = value.get("type") if isinstance(value, dict) else None
-    if not isinstance(value, dict) or set(value) - {"type", "name", "disable_parallel_tool_use"}:
-        raise _refuse("tool_choice", "must be {type, name?, disable_parallel_tool_use?}")
-    if kind == "tool" and isinstance(value.get("name"), str):
-        out["tool_choice"] = {"type": "function", "function": {"name": value["name"]}}
-    elif isinstance(kind, str) and kind in TOOL_CHOICES:
-        out["tool_choice"] = TOOL_CHOICES[kind]
-    else:
-        raise _refuse("tool_choice.type", "must be auto, any, none, or tool with a 'name'")
-    if value.get("disable_parallel_tool_use") is True and kind != "none":
-        out["parallel_tool_calls"] = False
-
-
 def _output_config(value: Any, out: JsonObject, target: ChatTarget) -> None:
     if not isinstance(value, dict):
-        raise _refuse("output_config", "must be an object")
+        raise refuse("output_config", "must be an object")
     for key, setting in value.items():
         if key == "format" and setting is not None:
             if not isinstance(setting, dict) or setting.get("type") != "json_schema":
-                raise _refuse("output_config.format", "only a json_schema format has an OpenAI equivalent")
+                raise refuse("output_config.format", "only a json_schema format has an OpenAI equivalent")
             schema = {"name": "output", "schema": setting.get("schema"), "strict": True}
             out["response_format"] = {"type": "json_schema", "json_schema": schema}
         elif key == "effort" and setting is not None:
             out["reasoning_effort"] = setting
         elif key not in ("format", "effort"):
-            raise _refuse(f"output_config.{key}", "has no equivalent on an OpenAI-compatible upstream")
+            raise refuse(f"output_config.{key}", "has no equivalent on an OpenAI-compatible upstream")
 
 
 FIELDS: dict[str, Callable[[Any, JsonObject, ChatTarget], None]] = {
@@ -379,8 +328,8 @@ FIELDS: dict[str, Callable[[Any, JsonObject, ChatTarget], None]] = {
     "top_p": _sampling("top_p"),
     "top_k": _top_k,
     "metadata": _metadata,
-    "tools": _tools,
-    "tool_choice": _tool_choice,
+    "tools": lambda value, out, _target: chat_tools(value, out),
+    "tool_choice": lambda value, out, _target: chat_tool_choice(value, out),
     "output_config": _output_config,
 }
 """How each top-level field maps (besides `model`, `system` and `messages`)."""
@@ -391,7 +340,7 @@ def to_chat_request(params: Mapping[str, Any], *, model: str, target: ChatTarget
     `model` (the upstream's name of it). Raises `Untranslatable` naming the first field that
     has no equivalent on `target`."""
     if "max_tokens" not in params:
-        raise _refuse("max_tokens", "is required")
+        raise refuse("max_tokens", "is required")
     out: JsonObject = {"model": model}
     out["messages"] = _conversation(params, target, out)
     for key, value in params.items():
@@ -401,5 +350,5 @@ def to_chat_request(params: Mapping[str, Any], *, model: str, target: ChatTarget
             continue
         elif key not in NO_OP_VALUES or value not in NO_OP_VALUES[key]:
             why = HINTS.get(key, "has no equivalent on an OpenAI-compatible upstream")
-            raise _refuse(key, why)
+            raise refuse(key, why)
     return out

@@ -22,6 +22,11 @@ class Untranslatable(ValueError):
         self.param = param
 
 
+def refuse(param: str, why: str) -> Untranslatable:
+    """`param` cannot be translated, because `why` (a clause: "must be a list")."""
+    return Untranslatable(f"'{param}': {why}.", param)
+
+
 def json_object(raw: Any, *, param: str, what: str) -> JsonObject:
     """`raw` (a JSON object, or its JSON text) as a dict; anything else is `Untranslatable`.
 

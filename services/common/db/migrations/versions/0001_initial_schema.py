@@ -17,6 +17,28 @@ depends_on = None
 
 def upgrade() -> None:
     op.create_table(
+        "batch_templates",
+        sa.Column("id", sa.String(length=40), nullable=False),
+        sa.Column("project_id", sa.String(length=40), nullable=False),
+        sa.Column("api_key_id", sa.String(length=40), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("paused_reason", sa.String(length=40), nullable=True),
+        sa.Column("cron", sa.String(length=200), nullable=False),
+        sa.Column("cron_timezone", sa.String(length=64), nullable=False),
+        sa.Column("next_run_at", sa.Float(), nullable=True),
+        sa.Column("created_at", sa.Float(), nullable=False),
+        sa.Column("input_file_id", sa.String(length=40), nullable=False),
+        sa.Column("endpoint", sa.String(length=64), nullable=False),
+        sa.Column("create_request", sa.LargeBinary(), nullable=False),
+        sa.Column("last_run_at", sa.Float(), nullable=True),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    with op.batch_alter_table("batch_templates", schema=None) as batch_op:
+        batch_op.create_index("ix_batch_templates_due", ["status", "next_run_at"], unique=False)
+        batch_op.create_index("ix_batch_templates_project_id", ["project_id", "id"], unique=False)
+
+    op.create_table(
         "batches",
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("project_id", sa.String(length=40), nullable=False),
@@ -58,13 +80,19 @@ def upgrade() -> None:
         sa.Column("webhook_url", sa.String(length=2048), nullable=True),
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
+        sa.Column("name", sa.String(length=256), nullable=True),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
         sa.Column("purged_at", sa.Float(), nullable=True),
+        sa.Column("template_id", sa.String(length=40), nullable=True),
+        sa.Column("retry_of", sa.String(length=40), nullable=True),
+        sa.Column("retry_selection", sa.String(length=240), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("batches", schema=None) as batch_op:
         batch_op.create_index("ix_batches_project_id", ["project_id", "id"], unique=False)
+        batch_op.create_index("ix_batches_retry_of", ["retry_of", "retry_selection"], unique=False)
         batch_op.create_index("ix_batches_status", ["status"], unique=False)
+        batch_op.create_index("ix_batches_template_id", ["template_id", "id"], unique=False)
 
     op.create_table(
         "blobs",
@@ -307,7 +335,14 @@ def downgrade() -> None:
 
     op.drop_table("blobs")
     with op.batch_alter_table("batches", schema=None) as batch_op:
+        batch_op.drop_index("ix_batches_template_id")
         batch_op.drop_index("ix_batches_status")
+        batch_op.drop_index("ix_batches_retry_of")
         batch_op.drop_index("ix_batches_project_id")
 
     op.drop_table("batches")
+    with op.batch_alter_table("batch_templates", schema=None) as batch_op:
+        batch_op.drop_index("ix_batch_templates_project_id")
+        batch_op.drop_index("ix_batch_templates_due")
+
+    op.drop_table("batch_templates")

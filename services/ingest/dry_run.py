@@ -1,0 +1,199 @@
+"""A dry run: `"dry_run": true` on POST /v1/batches checks everything a create would and
+answers the would-be batch with an `estimate`, storing and counting nothing.
+
+The same checks run in the same order as `BatchCreator.create`: the request's fields and
+defaults, the webhook URL, the options, the budgets (402 when used up), the input file
+(visible, purpose, size) or the inline requests' size, then every record with the same
+`RecordChecker` (limits per record and per batch, one model, duplicate custom_ids). No batch,
+item, blob or file row is written, no Idempotency-Key is claimed or bound (a dry run is
+repeatable, so a key on it is ignored) and no usage is recorded; rejections come back in the
+answer only (`rejected_records_file_id` is null). When no record can run, the answer is the
+same 400 `no_valid_records` a create gives. The caller's policy applies as on a create
+(allowed models, record limit, expedited, guardrails), and `estimate.hold_verdict` says whether
+the create's budget hold would be admitted now (no hold is placed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from batchgate.internal.v1 import spend_pb2_grpc
+from batchgate.services.common import errors
+from batchgate.services.common import proto_values as pv
+from batchgate.services.common.access_policy import require_expedited
+from batchgate.services.common.auth import Principal
+from batchgate.services.common.config import Settings
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.blobs import read_lines
+from batchgate.services.common.webhook_urls import check_webhook_url
+from batchgate.services.ingest.batch_shape import openai_shape
+from batchgate.services.ingest.budget_holds import HoldTally, verdict
+from batchgate.services.ingest.budgets import check_budgets
+from batchgate.services.ingest.create_checks import check_request, check_source, request_options
+from batchgate.services.ingest.create_records import (
+    Rejection,
+    error_preview,
+    inline_line,
+    inline_too_large,
+    numbered,
+    too_many_records,
+)
+from batchgate.services.ingest.estimate import Estimate
+from batchgate.services.ingest.guardrails import Guardrails, guardrails
+from batchgate.services.ingest.lookup import visible_file
+from batchgate.services.ingest.simple_form import apply_defaults
+from batchgate.services.ingest.validation import Accepted, RecordChecker
+from batchgate.v1 import batches_pb2
+
+
+async def _inline_lines(
+    settings: Settings, request: batches_pb2.CreateBatchRequest, inline: list[Any]
+) -> AsyncIterator[bytes]:
+    size = 0
+    for index, value in enumerate(inline):
+        line = inline_line(index, value, request.endpoint, request.model)
+        size += len(line) + 1
+        if size > settings.max_inline_bytes:
+            raise inline_too_large(settings.max_inline_bytes)
+        yield line
+
+
+def _priority(spelling: str | None, tier: int) -> Any:
+    """The priority as the batch would read it back (`views` does the same from its row)."""
+    if spelling:
+        return orjson.loads(spelling)
+    return "expedited" if tier else "standard"
+
+
+class DryRun:
+    def __init__(self, settings: Settings, db: Database, spend: spend_pb2_grpc.SpendServiceStub) -> None:
+        self._settings = settings
+        self._db = db
+        self._spend = spend
+
+    async def answer(
+        self, caller: Principal, request: batches_pb2.CreateBatchRequest, inline: list[Any]
+    ) -> batches_pb2.Batch:
+        """The would-be batch of `request`, with its estimate; raises what a create would."""
+        apply_defaults(self._settings, request)
+        check_request(openai_shape(self._settings, inline_line), request, inline)
+        await check_webhook_url(request.webhook_url, self._settings)
+        options = request_options(request)
+        if options.tier:
+            require_expedited(caller.policy)
+        await check_budgets(self._db, self._spend, caller)
+        if request.input_file_id:
+            async with self._db.read() as conn:
+                source = await visible_file(
+                    conn, caller.project_id, request.input_file_id, param="input_file_id"
+                )
+            check_source(self._settings, source)
+            lines, param = read_lines(self._db, source.blob_id), "input_file_id"
+        else:
+            lines, param = _inline_lines(self._settings, request, inline), "requests"
+        discount = self._settings.batch_discount(options.tier)
+        estimate = Estimate(self._settings, request.endpoint, discount)
+        holds = HoldTally(self._settings, discount)
+        checker = RecordChecker(
+            self._settings,
+            request.endpoint,
+            model=request.model or None,
+            allowed_models=caller.policy.allowed_models,
+        )
+        rejections: list[Rejection] = []
+        async with guardrails(caller.project_policy.guardrails, self._settings) as guard:
+            total = await self._check_all(
+                caller,
+                lines,
+                param,
+                checker=checker,
+                guard=guard,
+                estimate=estimate,
+                holds=holds,
+                rejections=rejections,
+            )
+        preview = rejections[: self._settings.rejected_preview_max]
+        if len(rejections) == total:
+            raise errors.invalid(
+                f"None of the {total} records can run; see 'rejected_records'.",
+                "no_valid_records",
+                param,
+                rejected_count=len(rejections),
+                rejected_records=error_preview(preview),
+                rejected_records_file_id=None,
+            )
+        async with self._db.read() as conn:
+            refused = await verdict(conn, caller, holds.usd)
+        now = time.time()
+        return batches_pb2.Batch(
+            object="batch",
+            endpoint=request.endpoint,
+            input_file_id=request.input_file_id,
+            completion_window=request.completion_window,
+            status="validating",
+            created_at=int(now),
+            output_file_id=pv.null(),
+            error_file_id=pv.null(),
+            in_progress_at=pv.null(),
+            completed_at=pv.null(),
+            rejected_records_file_id=pv.null(),
+            expires_at=pv.number_or_null(now + options.window_s),
+            request_counts=batches_pb2.RequestCounts(total=total, failed=len(rejections)),
+            metadata=pv.from_python(dict(request.metadata) or None),
+            model=pv.string_or_null(checker.model),
+            priority=pv.from_python(_priority(options.priority_spelling, options.tier)),
+            rejected_count=len(rejections),
+            rejected_records=[r.message_proto() for r in preview],
+            webhook_url=pv.string_or_null(request.webhook_url or None),
+            name=pv.string_or_null(request.name or None),
+            dry_run=True,
+            estimate=batches_pb2.BatchEstimate(
+                input_tokens=estimate.input_tokens,
+                max_output_tokens=estimate.max_output_tokens,
+                cost_min=estimate.cost_min,
+                cost_max=estimate.cost_max,
+                currency="usd",
+                tokenizer=estimate.tokenizer,
+                hold_usd=round(holds.usd, 6),
+                hold_verdict=refused.code or "refused" if refused is not None else "fits",
+                hold_message=refused.message if refused is not None else "",
+            ),
+        )
+
+    async def _check_all(
+        self,
+        caller: Principal,
+        lines: AsyncIterator[bytes],
+        param: str,
+        *,
+        checker: RecordChecker,
+        guard: Guardrails | None,
+        estimate: Estimate,
+        holds: HoldTally,
+        rejections: list[Rejection],
+    ) -> int:
+        """Check every record as a create would (the caller's record limit and guardrails
+        included), adding the accepted ones to `estimate` and `holds`: how many there were."""
+        limit = min(
+            self._settings.max_batch_records, caller.policy.max_records or self._settings.max_batch_records
+        )
+        total = 0
+        async for line_number, raw in numbered(lines):
+            if not raw or raw.isspace():
+                continue
+            total += 1
+            if total > limit:
+                raise too_many_records(limit, self._settings.max_batch_records, param)
+            outcome = checker.check(raw)
+            if guard is not None and isinstance(outcome, Accepted):
+                outcome = await guard.screen(outcome)
+            if isinstance(outcome, Accepted):
+                estimate.add(outcome.body, outcome.model)
+                holds.add(outcome.body, outcome.model)
+            else:
+                rejections.append(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
+        return total

