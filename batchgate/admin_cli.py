@@ -1,5 +1,6 @@
-"""Operator verbs over the database itself: `batchgate keys`, `projects` and `webhooks`
-(there is no REST API for keys or projects), and the two helpers every server-side verb uses.
+"""Operator verbs for webhook secrets and certificates: `batchgate webhooks` and `certs`
+(`keys` and `projects` are `batchgate.access_cli`), and the two helpers every server-side verb
+uses.
 
 Heavy modules (the database) are imported inside the verbs, so that every `batchgate` command
 starts quickly.
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -35,125 +35,6 @@ async def with_db(settings: Settings, action: Any) -> Any:
         return await action(db)
     finally:
         await db.dispose()
-
-
-def budget(value: str) -> float | None:
-    """A `--budget` value: USD (0 or more), or `none` for no cap."""
-    if value.lower() == "none":
-        return None
-    budget = float(value)
-    if not budget >= 0:
-        raise argparse.ArgumentTypeError("a budget is a USD amount of 0 or more, or 'none'")
-    return budget
-
-
-def show_budget(budget: float | None) -> str:
-    return "no budget" if budget is None else f"budget ${budget:g}"
-
-
-async def project_or_exit(db: Database, name: str) -> str:
-    from batchgate.services.common import auth
-
-    project = await auth.find_project(db, name)
-    if project is None:
-        raise CommandError(ExitCode.NOT_FOUND, f"no project {name!r}")
-    return project
-
-
-def cmd_keys(args: argparse.Namespace) -> None:
-    from batchgate.services.common import auth
-    from batchgate.services.common.db import projects
-
-    settings = settings_of(args)
-
-    async def create(db: Database) -> None:
-        name = args.project or auth.DEFAULT_PROJECT_NAME
-        project = await auth.ensure_project(db, name)
-        key = await auth.create_key(db, project, args.name, args.budget)
-        print(key.secret)
-        print(
-            f"key {key.key_id} for project {name} ({project}); store the secret: it is not shown again",
-            file=sys.stderr,
-        )
-
-    async def listing(db: Database) -> None:
-        project = await project_or_exit(db, args.project) if args.project else None
-        async with db.read() as conn:
-            rows = await projects.keys(conn, project)
-        for row in rows:
-            state = "revoked" if row.revoked_at else "active"
-            if args.json:
-                entry = {"id": row.id, "prefix": row.key_prefix, "project": row.project_name}
-                print(
-                    json.dumps(
-                        {
-                            **entry,
-                            "name": row.name,
-                            "state": state,
-                            "created_at": row.created_at,
-                            "budget_usd": row.budget_usd,
-                        }
-                    )
-                )
-            else:
-                print(
-                    f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}\t"
-                    f"{show_budget(row.budget_usd)}"
-                )
-
-    async def revoke(db: Database) -> None:
-        if not await auth.revoke_key(db, args.key_id):
-            async with db.read() as conn:
-                known = await projects.key_exists(conn, args.key_id)
-            if not known:
-                raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
-            raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
-        if not args.no_wait and settings.auth_cache_s > 0:
-            # Servers cache a verified key this long: once we return, no server accepts it.
-            print(
-                f"revoked {args.key_id}; waiting {settings.auth_cache_s:g} s for server caches",
-                file=sys.stderr,
-            )
-            await asyncio.sleep(settings.auth_cache_s)
-        print(f"revoked {args.key_id}")
-
-    async def set_budget(db: Database) -> None:
-        if not await auth.set_key_budget(db, args.key_id, args.budget):
-            raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
-        print(f"key {args.key_id}: {show_budget(args.budget)}")
-
-    commands = {"create": create, "list": listing, "revoke": revoke, "set-budget": set_budget}
-    asyncio.run(with_db(settings, commands[args.keys_command]))
-
-
-def cmd_projects(args: argparse.Namespace) -> None:
-    from batchgate.services.common import auth
-    from batchgate.services.common.db import projects
-
-    settings = settings_of(args)
-
-    async def create(db: Database) -> None:
-        project = await auth.ensure_project(db, args.name)
-        if args.budget is not None:
-            await auth.set_project_budget(db, project, args.budget)
-        print(project)
-
-    async def listing(db: Database) -> None:
-        async with db.read() as conn:
-            rows = await projects.all_projects(conn)
-        for row in rows:
-            print(f"{row.id}\t{row.name}\t{show_budget(row.budget_usd)}")
-
-    async def set_budget(db: Database) -> None:
-        project = await project_or_exit(db, args.project)
-        await auth.set_project_budget(db, project, args.budget)
-        print(f"project {args.project}: {show_budget(args.budget)}")
-
-    asyncio.run(
-        with_db(
-            settings, {"create": create, "list": listing, "set-budget": set_budget}[args.projects_command]
-        )
-    )
 
 
 def cmd_webhooks(args: argparse.Namespace) -> None:
@@ -231,45 +112,13 @@ def cmd_certs(args: argparse.Namespace) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """`keys`, `webhooks`, `projects` and `certs`."""
-    keys = sub.add_parser("keys", help="manage API keys (direct database access)")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", help="create a key; prints the secret")
-    create.add_argument("--project", help="project name, created if new (default: the default project)")
-    create.add_argument("--name", default="cli")
-    create.add_argument("--budget", type=budget, default=None, help="spend cap in USD")
-    listing = keys_sub.add_parser("list", help="list keys")
-    listing.add_argument("--project", help="only this project's keys (name or id)")
-    listing.add_argument("--json", action="store_true", help="one JSON object per key")
-    revoke = keys_sub.add_parser("revoke", help="revoke a key; returns once no server accepts it")
-    revoke.add_argument("key_id")
-    revoke.add_argument(
-        "--no-wait", action="store_true", help="return at once (servers may accept it for auth_cache_s)"
-    )
-    key_budget = keys_sub.add_parser("set-budget", help="set a key's spend cap ('none' removes it)")
-    key_budget.add_argument("key_id")
-    key_budget.add_argument("budget", type=budget, help="USD, or none")
-    keys.set_defaults(func=cmd_keys)
-
+    """`webhooks` and `certs` (`keys` and `projects`: `access_cli.add_commands`)."""
     webhooks = sub.add_parser("webhooks", help="webhook signing secrets (direct database access)")
     webhooks_sub = webhooks.add_subparsers(dest="webhooks_command", required=True)
     secret = webhooks_sub.add_parser("secret", help="print a project's webhook signing secret")
     secret.add_argument("--project", help="project name (default: the default project)")
     secret.add_argument("--rotate", action="store_true", help="replace it with a new one first")
     webhooks.set_defaults(func=cmd_webhooks)
-
-    projects_parser = sub.add_parser("projects", help="manage projects (direct database access)")
-    projects_sub = projects_parser.add_subparsers(dest="projects_command", required=True)
-    project_create = projects_sub.add_parser("create", help="create a project (if new); prints its id")
-    project_create.add_argument("name")
-    project_create.add_argument("--budget", type=budget, default=None, help="spend cap in USD")
-    projects_sub.add_parser("list", help="list projects")
-    project_budget = projects_sub.add_parser(
-        "set-budget", help="set a project's spend cap ('none' removes it)"
-    )
-    project_budget.add_argument("project", help="project name or id")
-    project_budget.add_argument("budget", type=budget, help="USD, or none")
-    projects_parser.set_defaults(func=cmd_projects)
 
     certs = sub.add_parser("certs", help="the cluster CA and certificates for internal mutual TLS")
     certs_sub = certs.add_subparsers(dest="certs_command", required=True)

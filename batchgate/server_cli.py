@@ -1,5 +1,6 @@
 """Operator verbs that run the stack: `up`, `serve`, `migrate`, `simulate`, `envoy`,
-`envoy-config`, `health` (`keys`, `projects`, `webhooks` and `certs` are `batchgate.admin_cli`).
+`envoy-config`, `health` (`keys` and `projects` are `batchgate.access_cli`, `webhooks` and
+`certs` are `batchgate.admin_cli`).
 
 Heavy modules (database, gRPC servers, the simulator) are imported inside the verbs that use
 them, so that every `batchgate` command, the client verbs and the health probe included,
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchgate import access_cli
 from batchgate import admin_cli as admin
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.services.common.config import Settings
@@ -268,6 +270,7 @@ def add_commands(sub: Any) -> None:
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
 
+    access_cli.add_commands(sub)
     admin.add_commands(sub)
 
     simulate = sub.add_parser("simulate", help="run the simulated LLM upstream")

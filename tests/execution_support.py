@@ -58,6 +58,16 @@ def private_stack(db_kind: str, tmp: Path, **env: str) -> Iterator[RunningStack]
         yield stack
 
 
+def crash_then_restart_executor(stack: RunningStack) -> None:
+    """Start executor 0, which dies (exit 137) at the crash point `BATCHGATE_CRASH_AT` arms,
+    then start it again with none armed."""
+    crashed = stack.stack.start_executor(0)
+    assert crashed.process is not None and crashed.process.wait(60) == 137
+    stack.stack.children.remove(crashed)
+    stack.stack.env.pop("BATCHGATE_CRASH_AT")
+    stack.stack.start_executor(0)
+
+
 def create_batch(
     stack: RunningStack, records: list[dict[str, Any]], window: str = "24h", **extra: Any
 ) -> Any:

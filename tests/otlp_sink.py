@@ -9,6 +9,7 @@ tracing benchmark uses it as its collector.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from concurrent import futures
 from dataclasses import dataclass
@@ -148,6 +149,18 @@ class Received:
     def spans(self) -> list[Span]:
         with self._lock:
             return list(self._spans)
+
+    def item_trace(self, custom_id: str, timeout_s: float = 60.0) -> list[Span]:
+        """Every span of the record `custom_id`'s trace, once results' record span arrived
+        (the last of an item's spans) or `timeout_s` passed."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            spans = self.spans()
+            roots = [s.trace_id for s in spans if s.attributes.get("item.custom_id") == custom_id]
+            trace = [s for s in spans if roots and s.trace_id == roots[0]]
+            if any(s.name == "batchgate.item.record" for s in trace) or time.monotonic() > deadline:
+                return trace
+            time.sleep(0.5)
 
     @property
     def span_count(self) -> int:

@@ -214,20 +214,26 @@ class Batch(_message.Message):
     def __init__(self, id: _Optional[str] = ..., object: _Optional[str] = ..., endpoint: _Optional[str] = ..., input_file_id: _Optional[str] = ..., completion_window: _Optional[str] = ..., status: _Optional[str] = ..., output_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., error_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., created_at: _Optional[int] = ..., in_progress_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expires_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., finalizing_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., completed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., failed_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., expired_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelling_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cancelled_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., request_counts: _Optional[_Union[RequestCounts, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., errors: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., usage: _Optional[_Union[BatchUsage, _Mapping]] = ..., priority: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., rejected_count: _Optional[int] = ..., rejected_records: _Optional[_Iterable[_Union[RejectedRecord, _Mapping]]] = ..., rejected_records_file_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., webhook_url: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cost: _Optional[_Union[BatchCost, _Mapping]] = ..., template_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., next_run_at: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cron: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., cron_timezone: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retry_of: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., retries: _Optional[_Iterable[str]] = ..., name: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., dry_run: _Optional[bool] = ..., estimate: _Optional[_Union[BatchEstimate, _Mapping]] = ..., throughput: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., execution: _Optional[str] = ...) -> None: ...
 
 class BatchEstimate(_message.Message):
-    __slots__ = ("input_tokens", "max_output_tokens", "cost_min", "cost_max", "currency", "tokenizer")
+    __slots__ = ("input_tokens", "max_output_tokens", "cost_min", "cost_max", "currency", "tokenizer", "hold_usd", "hold_verdict", "hold_message")
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COST_MIN_FIELD_NUMBER: _ClassVar[int]
     COST_MAX_FIELD_NUMBER: _ClassVar[int]
     CURRENCY_FIELD_NUMBER: _ClassVar[int]
     TOKENIZER_FIELD_NUMBER: _ClassVar[int]
+    HOLD_USD_FIELD_NUMBER: _ClassVar[int]
+    HOLD_VERDICT_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     input_tokens: int
     max_output_tokens: int
     cost_min: float
     cost_max: float
     currency: str
     tokenizer: str
-    def __init__(self, input_tokens: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., cost_min: _Optional[float] = ..., cost_max: _Optional[float] = ..., currency: _Optional[str] = ..., tokenizer: _Optional[str] = ...) -> None: ...
+    hold_usd: float
+    hold_verdict: str
+    hold_message: str
+    def __init__(self, input_tokens: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., cost_min: _Optional[float] = ..., cost_max: _Optional[float] = ..., currency: _Optional[str] = ..., tokenizer: _Optional[str] = ..., hold_usd: _Optional[float] = ..., hold_verdict: _Optional[str] = ..., hold_message: _Optional[str] = ...) -> None: ...
 
 class RequestCounts(_message.Message):
     __slots__ = ("total", "completed", "failed")

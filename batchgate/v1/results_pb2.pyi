@@ -46,7 +46,7 @@ class GetUsageResponse(_message.Message):
     def __init__(self, object: _Optional[str] = ..., data: _Optional[_Iterable[_Union[UsageGroup, _Mapping]]] = ...) -> None: ...
 
 class UsageGroup(_message.Message):
-    __slots__ = ("object", "batch_id", "model", "api_key_id", "requests", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "total_tokens", "cost")
+    __slots__ = ("object", "batch_id", "model", "api_key_id", "requests", "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "total_tokens", "cost", "rejected_requests")
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class UsageGroup(_message.Message):
     REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     object: str
     batch_id: _struct_pb2.Value
     model: _struct_pb2.Value
@@ -69,7 +70,8 @@ class UsageGroup(_message.Message):
     reasoning_tokens: float
     total_tokens: float
     cost: UsageCost
-    def __init__(self, object: _Optional[str] = ..., batch_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., api_key_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., requests: _Optional[int] = ..., input_tokens: _Optional[float] = ..., cached_tokens: _Optional[float] = ..., output_tokens: _Optional[float] = ..., reasoning_tokens: _Optional[float] = ..., total_tokens: _Optional[float] = ..., cost: _Optional[_Union[UsageCost, _Mapping]] = ...) -> None: ...
+    rejected_requests: int
+    def __init__(self, object: _Optional[str] = ..., batch_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., model: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., api_key_id: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., requests: _Optional[int] = ..., input_tokens: _Optional[float] = ..., cached_tokens: _Optional[float] = ..., output_tokens: _Optional[float] = ..., reasoning_tokens: _Optional[float] = ..., total_tokens: _Optional[float] = ..., cost: _Optional[_Union[UsageCost, _Mapping]] = ..., rejected_requests: _Optional[int] = ...) -> None: ...
 
 class UsageCost(_message.Message):
     __slots__ = ("currency", "amount")

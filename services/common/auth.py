@@ -13,10 +13,11 @@ import hashlib
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from batchgate.services.common import errors
-from batchgate.services.common.db import Database, projects
+from batchgate.services.common.access_policy import ALL_SCOPES, Policy, Scope, parse_scopes, scopes_text
+from batchgate.services.common.db import AnyRow, Database, projects
 from batchgate.services.common.ids import api_key_id, project_id
 
 KEY_PREFIX = "bg-"
@@ -25,10 +26,19 @@ DEFAULT_PROJECT_NAME = "default"
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the project whose data they may see, and the key they used."""
+    """Who is calling: the project whose data they may see, the key they used, what that key
+    may do (`scopes`) and the policies that bound it (the project's, and the key's own)."""
 
     project_id: str
     key_id: str
+    scopes: frozenset[Scope] = ALL_SCOPES
+    project_policy: Policy = field(default_factory=Policy)
+    key_policy: Policy = field(default_factory=Policy)
+
+    @property
+    def policy(self) -> Policy:
+        """The project's policy as the key's narrows it."""
+        return self.project_policy.narrowed_by(self.key_policy)
 
 
 current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("current_principal")
@@ -87,8 +97,16 @@ async def webhook_secret(db: Database, project_name: str, rotate: bool = False) 
 
 
 async def create_key(
-    db: Database, project: str, name: str = "default", budget_usd: float | None = None
+    db: Database,
+    project: str,
+    name: str = "default",
+    budget_usd: float | None = None,
+    *,
+    policy: Policy | None = None,
+    scopes: frozenset[Scope] = ALL_SCOPES,
+    expires_at: float | None = None,
 ) -> CreatedKey:
+    """A new key of `project`: all scopes and no policy of its own unless given."""
     secret = KEY_PREFIX + secrets.token_urlsafe(30)
     key = CreatedKey(key_id=api_key_id(), project_id=project, secret=secret)
     async with db.write() as conn:
@@ -100,6 +118,9 @@ async def create_key(
             key_hash=hash_key(secret),
             key_prefix=secret[:9],
             budget_usd=budget_usd,
+            policy=policy.to_json() if policy is not None else None,
+            scopes=None if scopes == ALL_SCOPES else scopes_text(scopes),
+            expires_at=expires_at,
         )
     return key
 
@@ -127,6 +148,18 @@ async def revoke_key(db: Database, key_id: str) -> bool:
         return await projects.revoke_key(conn, key_id)
 
 
+def principal_of(row: AnyRow) -> Principal:
+    """The caller a key row stands for (`projects.key_owner` / `key_by_id` columns): its
+    project, scopes and policies."""
+    return Principal(
+        project_id=row.project_id,
+        key_id=row.id,
+        scopes=parse_scopes(row.scopes),
+        project_policy=Policy.from_json(row.project_policy),
+        key_policy=Policy.from_json(row.key_policy),
+    )
+
+
 class KeyVerifier:
     """Verifies keys against the database, caching answers for `cache_s` seconds.
 
@@ -149,11 +182,16 @@ class KeyVerifier:
         cached = self._cache.get(digest)
         if cached is None or cached[1] < now:
             async with self._db.read() as conn:
-                row = await projects.key_owner(conn, digest)
-            found = Principal(project_id=row.project_id, key_id=row.id) if row else None
+                row = await projects.key_owner(conn, digest, time.time())
+            found = None
+            expiry = now + self._cache_s
+            if row is not None:
+                found = principal_of(row)
+                if row.expires_at is not None:  # an expiring key is not cached past its expiry
+                    expiry = min(expiry, now + row.expires_at - time.time())
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            cached = (found, now + self._cache_s)
+            cached = (found, expiry)
             self._cache[digest] = cached
         if cached[0] is None:
             raise errors.unauthenticated()

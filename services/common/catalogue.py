@@ -117,6 +117,9 @@ class ModelConfig:
     """Endpoints this model serves; empty means every supported endpoint."""
     batch_mode: str = ""
     """`execute` or `native`; empty: the provider's `batch_mode`."""
+    hold_max_tokens: int = 4096
+    """Output tokens a budget hold assumes for a record that sets no `max_tokens` (the
+    model's output limit is the safe value)."""
 
     @property
     def served_endpoints(self) -> tuple[str, ...]:
@@ -152,6 +155,7 @@ def parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[
                 endpoints=tuple(m.get("endpoints") or ()),
                 price=Price(**(m.get("price") or {})),
                 batch_mode=m.get("batch_mode", ""),
+                hold_max_tokens=int(m.get("hold_max_tokens", 4096)),
             )
         )
     if providers:

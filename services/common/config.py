@@ -20,23 +20,10 @@ from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig,
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
-WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _setting(default: Any, env: str, doc: str) -> Any:
     return field(default=default, metadata={"env": env, "doc": doc})
-
-
-def parse_window(window: str) -> int:
-    """'24h' → 86400; units s, m, h, d (short windows are for tests and demos). ValueError when
-    it is not a positive `<number><unit>`."""
-    try:
-        seconds = int(window[:-1]) * WINDOW_UNITS[window[-1]]
-    except (KeyError, ValueError, IndexError):
-        raise ValueError(f"unreadable completion window {window!r}") from None
-    if seconds <= 0:
-        raise ValueError(f"unreadable completion window {window!r}")
-    return seconds
 
 
 @dataclass(frozen=True)
@@ -67,9 +54,7 @@ class Settings:
     scheduler_port: int = _setting(50052, "BATCHGATE_SCHEDULER_PORT", "Scheduler service gRPC port.")
     results_port: int = _setting(50053, "BATCHGATE_RESULTS_PORT", "Results service gRPC port.")
     executor_port: int = _setting(
-        50054,
-        "BATCHGATE_EXECUTOR_PORT",
-        "First executor's gRPC port (status, health); executor N uses port+N.",
+        50054, "BATCHGATE_EXECUTOR_PORT", "First executor's gRPC port (status, health); executor N: port+N."
     )
     ingest_addrs: str = _setting(
         "",
@@ -182,9 +167,7 @@ class Settings:
         "How long an `Idempotency-Key` answers with the batch its first create made.",
     )
     rejected_preview_max: int = _setting(
-        20,
-        "BATCHGATE_REJECTED_PREVIEW_MAX",
-        "Rejections listed inline in a create answer (all are in the file).",
+        20, "BATCHGATE_REJECTED_PREVIEW_MAX", "Rejections listed in a create's answer (all are in the file)."
     )
     grpc_max_message_bytes: int = _setting(
         64 * MIB, "BATCHGATE_GRPC_MAX_MESSAGE_BYTES", "Largest gRPC message any service accepts or sends."
@@ -212,6 +195,12 @@ class Settings:
     )
     request_timeout_s: float = _setting(
         600.0, "BATCHGATE_REQUEST_TIMEOUT_S", "Per-request time limit (error `request_timeout` beyond)."
+    )
+    workflow_max_tokens: int = _setting(
+        200_000, "BATCHGATE_WORKFLOW_MAX_TOKENS", "Workflows' default max_tokens."
+    )
+    workflow_max_tokens_cap: int = _setting(
+        2_000_000, "BATCHGATE_WORKFLOW_MAX_TOKENS_CAP", "Their max_tokens cap."
     )
     maintenance_interval_s: float = _setting(
         1.0, "BATCHGATE_MAINTENANCE_INTERVAL_S", "How often leases are rescued and cancel/expiry applied."
@@ -276,6 +265,25 @@ class Settings:
         "BATCHGATE_TOOL_ALLOWED_NETWORKS",
         "The same for the tool servers of tool-calling records (`batchgate.tool_config.url`). "
         "Empty: whatever `webhook_allowed_networks` allows; `none`: only public addresses.",
+    )
+    # --- retention -------------------------------------------------------------------------
+    retention_days: float = _setting(
+        30.0,
+        "BATCHGATE_RETENTION_DAYS",
+        "Days a batch's data (its files, items, results and webhook deliveries) is kept after it "
+        "ends; 0 keeps it. Per project: `batchgate projects set-policy --retention-days`.",
+    )
+    bookkeeping_days: float = _setting(
+        400.0,
+        "BATCHGATE_BOOKKEEPING_DAYS",
+        "Days a purged batch's bookkeeping (who, which batch, counts, cost and usage events) is kept "
+        "after the batch ends (at least the retention); 0 keeps it. Per project: `--bookkeeping-days`.",
+    )
+    retention_interval_s: float = _setting(
+        3600.0, "BATCHGATE_RETENTION_INTERVAL_S", "How often the scheduler leader purges old data."
+    )
+    retention_clock_offset_s: float = _setting(
+        0.0, "BATCHGATE_RETENTION_CLOCK_OFFSET_S", "Test hook: seconds added to retention's clock."
     )
     # --- auth --------------------------------------------------------------------------
     auth_cache_s: float = _setting(
@@ -364,11 +372,7 @@ class Settings:
 
     @property
     def webhook_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-        return tuple(
-            ipaddress.ip_network(n.strip(), strict=False)
-            for n in self.webhook_allowed_networks.split(",")
-            if n.strip()
-        )
+        return _networks(self.webhook_allowed_networks)
 
     @property
     def tool_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
@@ -376,9 +380,7 @@ class Settings:
         raw = self.tool_allowed_networks.strip()
         if not raw:
             return self.webhook_allowed_network_list
-        if raw.lower() == "none":
-            return ()
-        return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
+        return () if raw.lower() == "none" else _networks(raw)
 
     @property
     def base_url(self) -> str:
@@ -393,6 +395,11 @@ class Settings:
     @property
     def uses_simulator(self) -> bool:
         return any(p.name == SIMULATED_PROVIDER for p in self.providers)
+
+
+def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated CIDRs."""
+    return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
 
 
 def env_fields() -> list[dataclasses.Field[Any]]:

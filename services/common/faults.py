@@ -5,10 +5,14 @@ cleanup, like `kill -9`) when the setting `crash_at` (env `BATCHGATE_CRASH_AT`) 
 point; named `fail:<point>`, it instead raises `ConnectionResetError` there once, as a lost
 database connection would. Production leaves it empty: the check is one set lookup. Point
 names are `<service>.<step>`; grep for `crash_point(` to see them all.
+
+`await pause_point(name)` instead waits `PAUSE_S` there when `crash_at` names `pause:<point>`:
+tests widen a race window with it (two creates placing budget holds at once).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -16,6 +20,8 @@ log = logging.getLogger(__name__)
 
 CRASH_EXIT_CODE = 137
 FAIL_PREFIX = "fail:"
+PAUSE_PREFIX = "pause:"
+PAUSE_S = 1.0
 _armed: frozenset[str] = frozenset()
 _failed: set[str] = set()
 
@@ -37,3 +43,9 @@ def crash_point(name: str) -> None:
         _failed.add(name)
         log.critical("fault point %s reached: failing once as a lost connection", name)
         raise ConnectionResetError(f"fault point {name}")
+
+
+async def pause_point(name: str) -> None:
+    if PAUSE_PREFIX + name in _armed:
+        log.warning("pause point %s reached: waiting %.1f s", name, PAUSE_S)
+        await asyncio.sleep(PAUSE_S)

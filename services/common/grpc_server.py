@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
 from batchgate.services.common import auth, authz, errors, rest_input, rpc_tracing, tls
+from batchgate.services.common.access_policy import require_scope
 from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
 from batchgate.services.common.config import Settings
 
@@ -105,7 +106,9 @@ class _Guard:
             _check_caller(self._method, context)
         if self._verifier is not None:
             metadata = context.invocation_metadata() or ()
-            auth.current_principal.set(await self._verifier.verify(auth.key_from_metadata(metadata)))
+            caller = await self._verifier.verify(auth.key_from_metadata(metadata))
+            require_scope(self._method, caller.scopes)
+            auth.current_principal.set(caller)
 
     def _with_query(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """A REST call's query string (moved to metadata by Envoy) decoded into `request`.

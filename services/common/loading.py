@@ -23,7 +23,8 @@ from batchgate.services.common.catalogue import (
     parse_catalogue,
     simulated_catalogue,
 )
-from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields, parse_window
+from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields
+from batchgate.services.common.windows import parse_window
 
 MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
 

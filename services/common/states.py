@@ -127,3 +127,10 @@ class ItemErrorCode(StrEnum):
 
     BATCH_CANCELLED = "batch_cancelled"
     BATCH_EXPIRED = "batch_expired"
+    WORKFLOW_LIMIT_EXCEEDED = "workflow_limit_exceeded"
+    """A workflow asked for more steps or requests, or used more tokens, than its bounds."""
+    WORKFLOW_CALLBACK_FAILED = "workflow_callback_failed"
+    """A workflow's callback gave no usable answer after its retries."""
+    WORKFLOW_FAILED = "workflow_failed"
+    """A workflow's callback answered `failed`."""
+    CREDENTIAL_REVOKED = "credential_revoked"

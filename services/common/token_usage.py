@@ -1,6 +1,7 @@
 """Token usage from an answer: OpenAI's shapes (chat/completions/embeddings or responses) or an
 Anthropic Message (a Message Batch item's), as the executor reads it from each answer and the
-scheduler from a provider batch's output lines."""
+scheduler from a provider batch's output lines, and the sums of several answers' usage (tool
+loops, workflows)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,22 @@ def usage_of(body: Any) -> recorder_pb2.TokenUsage:
         if isinstance(completion_details, dict)
         else 0,
     )
+
+
+def add_usage(total: recorder_pb2.TokenUsage, usage: recorder_pb2.TokenUsage) -> None:
+    """Adds `usage` into `total`."""
+    total.prompt_tokens += usage.prompt_tokens
+    total.completion_tokens += usage.completion_tokens
+    total.cached_tokens += usage.cached_tokens
+    total.reasoning_tokens += usage.reasoning_tokens
+
+
+def usage_json(usage: recorder_pb2.TokenUsage) -> dict[str, Any]:
+    """A summed usage as a chat answer's `usage` object."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }

@@ -53,41 +53,91 @@ class ToolConfig:
             "max_rounds": self.max_rounds,
             "timeout_ms": self.timeout_ms,
         }
-        if self.authorization is not None:
-            stored["authorization"] = self.authorization
-        if self.context is not None:
-            stored["context"] = self.context
-        return stored
+        return with_optional_fields(stored, self.authorization, self.context)
 
 
-def raw_tool_config(body: dict[str, Any]) -> tuple[bool, Any]:
-    """(whether the body names a tool_config, its value)."""
+def with_optional_fields(stored: dict[str, Any], authorization: str | None, context: Any) -> dict[str, Any]:
+    """`stored` (an extension object's normalised fields) with `authorization` and `context`
+    when they are set."""
+    if authorization is not None:
+        stored["authorization"] = authorization
+    if context is not None:
+        stored["context"] = context
+    return stored
+
+
+def raw_tool_config(body: dict[str, Any], key: str = CONFIG_KEY) -> tuple[bool, Any]:
+    """(whether the body names a tool_config, its value); `key` names another object of the
+    `batchgate` extension (a workflow)."""
     extension = body.get(EXTENSION_KEY)
-    if not isinstance(extension, dict) or CONFIG_KEY not in extension:
+    if not isinstance(extension, dict) or key not in extension:
         return False, None
-    return True, extension[CONFIG_KEY]
+    return True, extension[key]
 
 
-def _bounded_int(config: dict[str, Any], name: str, default: int, cap: int) -> int:
+def bounded_int(
+    config: dict[str, Any],
+    name: str,
+    default: int,
+    cap: int,
+    *,
+    section: str = CONFIG_KEY,
+    error: type[ValueError] = InvalidToolConfig,
+) -> int:
+    """Field `name` of the extension object `section`: omitted or 0 → `default`, above `cap` →
+    `cap`; a negative or non-integer value raises `error`."""
     value = config.get(name)
     if value is None or value == 0:
         return default
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidToolConfig(f"'tool_config.{name}' must be an integer.")
+        raise error(f"'{section}.{name}' must be an integer.")
     if value < 0:
-        raise InvalidToolConfig(f"'tool_config.{name}' must not be negative.")
+        raise error(f"'{section}.{name}' must not be negative.")
     return min(value, cap)
 
 
-def _optional_string(config: dict[str, Any], name: str, limit: int) -> str | None:
+def optional_string(
+    config: dict[str, Any],
+    name: str,
+    limit: int,
+    *,
+    section: str = CONFIG_KEY,
+    error: type[ValueError] = InvalidToolConfig,
+) -> str | None:
     value = config.get(name)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise InvalidToolConfig(f"'tool_config.{name}' must be a non-empty string.")
+        raise error(f"'{section}.{name}' must be a non-empty string.")
     if len(value) > limit:
-        raise InvalidToolConfig(f"'tool_config.{name}' is longer than {limit} characters.")
+        raise error(f"'{section}.{name}' is longer than {limit} characters.")
     return value
+
+
+def checked_authorization(
+    config: dict[str, Any], *, section: str = CONFIG_KEY, error: type[ValueError] = InvalidToolConfig
+) -> str | None:
+    """The `authorization` header value of an extension object, if any: one header line."""
+    authorization = optional_string(
+        config, "authorization", MAX_AUTHORIZATION_CHARS, section=section, error=error
+    )
+    if authorization is not None and any(c in authorization for c in "\r\n\0"):
+        raise error(f"'{section}.authorization' must not contain line breaks or NUL.")
+    return authorization
+
+
+def checked_url(
+    config: dict[str, Any], *, section: str = CONFIG_KEY, error: type[ValueError] = InvalidToolConfig
+) -> str:
+    """The `url` of an extension object: a non-empty http(s) URL `split_url` accepts."""
+    url = config.get("url")
+    if not isinstance(url, str) or not url:
+        raise error(f"'{section}.url' must be a non-empty string.")
+    try:
+        split_url(url)
+    except RefusedUrl as exc:
+        raise error(f"'{section}.url' is not usable: {exc}") from None
+    return url
 
 
 def parse_tool_config(value: Any, timeout_cap_ms: int) -> ToolConfig:
@@ -101,23 +151,13 @@ def parse_tool_config(value: Any, timeout_cap_ms: int) -> ToolConfig:
     kind = value.get("type") or DEFAULT_TYPE
     if kind not in TOOL_TYPES:
         raise InvalidToolConfig(f"'tool_config.type' must be one of {', '.join(TOOL_TYPES)}.")
-    url = value.get("url")
-    if not isinstance(url, str) or not url:
-        raise InvalidToolConfig("'tool_config.url' must be a non-empty string.")
-    try:
-        split_url(url)
-    except RefusedUrl as exc:
-        raise InvalidToolConfig(f"'tool_config.url' is not usable: {exc}") from None
-    authorization = _optional_string(value, "authorization", MAX_AUTHORIZATION_CHARS)
-    if authorization is not None and any(c in authorization for c in "\r\n\0"):
-        raise InvalidToolConfig("'tool_config.authorization' must not contain line breaks or NUL.")
     return ToolConfig(
         type=kind,
-        url=url,
-        authorization=authorization,
+        url=checked_url(value),
+        authorization=checked_authorization(value),
         context=value.get("context"),
-        max_rounds=_bounded_int(value, "max_rounds", DEFAULT_MAX_ROUNDS, MAX_ROUNDS_CAP),
-        timeout_ms=_bounded_int(value, "timeout_ms", min(DEFAULT_TIMEOUT_MS, timeout_cap_ms), timeout_cap_ms),
+        max_rounds=bounded_int(value, "max_rounds", DEFAULT_MAX_ROUNDS, MAX_ROUNDS_CAP),
+        timeout_ms=bounded_int(value, "timeout_ms", min(DEFAULT_TIMEOUT_MS, timeout_cap_ms), timeout_cap_ms),
     )
 
 
@@ -127,13 +167,13 @@ def with_tool_config(body: dict[str, Any], config: ToolConfig) -> dict[str, Any]
     return {**body, EXTENSION_KEY: extension}
 
 
-def strip_tool_config(body: dict[str, Any]) -> dict[str, Any]:
-    """`body` as the model sees it: without `batchgate.tool_config`, and without the whole
-    `batchgate` object when that was all it held."""
+def strip_tool_config(body: dict[str, Any], key: str = CONFIG_KEY) -> dict[str, Any]:
+    """`body` as the model sees it: without `batchgate.tool_config` (or `batchgate.{key}`), and
+    without the whole `batchgate` object when that was all it held."""
     extension = body.get(EXTENSION_KEY)
-    if not isinstance(extension, dict) or CONFIG_KEY not in extension:
+    if not isinstance(extension, dict) or key not in extension:
         return body
-    rest = {k: v for k, v in extension.items() if k != CONFIG_KEY}
+    rest = {k: v for k, v in extension.items() if k != key}
     stripped = {k: v for k, v in body.items() if k != EXTENSION_KEY}
     if rest:
         stripped[EXTENSION_KEY] = rest

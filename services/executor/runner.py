@@ -58,6 +58,7 @@ from batchgate.services.executor.upstream import (
     unsupported_answer,
 )
 from batchgate.services.executor.usage import estimate_tokens
+from batchgate.services.executor.workflows.loop import WorkflowLoop
 
 log = logging.getLogger(__name__)
 
@@ -185,12 +186,14 @@ class ItemRunner:
             )
         self._chains: dict[str, list[ModelConfig]] = {}
         self._tools = ToolLoop(settings)
+        self._workflows = WorkflowLoop(settings, self._tools)
 
     async def close(self) -> None:
         for provider in self._providers.values():
             if provider.session is not None:
                 await provider.session.close()
         await self._tools.close()
+        await self._workflows.close()
 
     def _chain(self, model: str) -> list[ModelConfig]:
         """The model and its fallbacks, in order (memoized: looked up for every item)."""
@@ -221,15 +224,16 @@ class ItemRunner:
         traced item's run is a span in its trace, and the outcome carries that span's
         traceparent (results records under it). Items run (wait for slots) in priority order,
         then in their `Control.order`. A record with a tool_config runs its tool loop
-        (`executor.tools`), each model turn a `_run`."""
+        (`executor.tools`), a workflow record its workflow (`executor.workflows`), each model
+        turn or request a `_run`."""
         control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
-            return outcomes.logged(item, await self._tools.run(item, self._run, control, None))
+            return outcomes.logged(item, await self._workflows.run(item, self._run, control, None))
         with telemetry.child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
-            outcome = await self._tools.run(item, self._run, control, span)
+            outcome = await self._workflows.run(item, self._run, control, span)
             spans.end_run(span, outcome)
             outcome.traceparent = telemetry.traceparent_of(span)
             return outcomes.logged(item, outcome)

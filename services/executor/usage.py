@@ -1,4 +1,5 @@
-"""Estimating a request's tokens before it is sent (answers' usage: `common.token_usage`)."""
+"""Estimating a request's tokens before it is sent (answers' usage and their sums:
+`common.token_usage`)."""
 
 from __future__ import annotations
 

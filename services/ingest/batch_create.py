@@ -1,15 +1,16 @@
 """Creating a batch: read the input once, check every record, store items in chunks.
 
 A create never leaves anything half-written visible, nor anything behind when it fails:
-1. The request is checked, the Idempotency-Key claimed (a repeat answers with the first
-   batch) and the budgets checked, before anything is stored.
+1. The request is checked (the caller's policy included), the Idempotency-Key claimed (a
+   repeat answers with the first batch) and the budgets checked, before anything is stored.
 2. One transaction locks the input file (so it cannot be deleted meanwhile) and inserts
    the batch as `validating`, which no reader shows.
 3. Inline requests are written to a blob; the input is streamed once and each record
    checked; items (accepted and rejected) are inserted in chunks of short transactions (one
    large create never holds the SQLite writer for seconds), rejections streamed to a blob.
-4. One transaction publishes it all: the inline input file, the rejections file,
-   `validating → in_progress`, and the Idempotency-Key's batch.
+4. One transaction publishes it all: the budget hold and concurrency limit (`budget_holds`),
+   the inline input file, the rejections file, `validating → in_progress`, and the
+   Idempotency-Key's batch.
 A failure removes the batch, its items and its unpublished blobs. A crash leaves a
 `validating` batch and incomplete blobs, which `sweep_stale_creates` and
 `reclaim_abandoned` remove. Rejected records are stored as items in state `rejected`, so
@@ -31,6 +32,7 @@ import orjson
 
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.services.common import errors, telemetry
+from batchgate.services.common.access_policy import require_expedited
 from batchgate.services.common.auth import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, files, items
@@ -40,6 +42,7 @@ from batchgate.services.common.ids import file_id as new_file_id
 from batchgate.services.common.states import BatchStatus, FilePurpose
 from batchgate.services.common.webhook_urls import check_webhook_url
 from batchgate.services.ingest.batch_shape import BatchShape, openai_shape
+from batchgate.services.ingest.budget_holds import admit
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import (
     CreateOptions,
@@ -153,6 +156,8 @@ class BatchCreator:
         check_request(self._shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
+        if options.tier:
+            require_expedited(caller.policy)
         claim: Claim | None = None
         if idempotency_key is not None:
             claimed = await self._idempotency.claim(
@@ -285,7 +290,10 @@ class BatchCreator:
         assert blob is not None
         param = "requests" if inline is not None else "input_file_id"
         checked = await check_records(
-            self._db, self._shape, draft.batch, request.endpoint, blob, rejections, param, request.model
+            *(self._db, self._shape, draft.batch, request.endpoint, blob, rejections, param),
+            request.model,
+            caller=draft.caller,
+            discount=self._settings.batch_discount(options.tier),
         )
         if checked.accepted == 0:
             await self._refuse(draft.caller.project_id, checked, rejections, param)
@@ -299,6 +307,7 @@ class BatchCreator:
         project = draft.caller.project_id
         crash_point("ingest.create.before_publish")
         async with self._db.write() as conn:
+            await admit(self._db, conn, draft.caller, checked.hold_usd)
             if inline is not None:
                 await self._publish(
                     conn,
@@ -334,6 +343,7 @@ class BatchCreator:
                 rejected_file_id=rejected_file,
                 execution=execution.mode,
                 discount=execution.discount,
+                hold_usd=checked.hold_usd,
             )
             if not moved:
                 raise errors.ApiError(500, "The batch changed while it was being created.", "server_error")

@@ -32,8 +32,9 @@ class BatchShape:
     settings: Settings
     endpoints: tuple[str, ...]
     new_id: Callable[[], str]
-    checker: Callable[[str], RecordCheck]
-    """A fresh checker for a batch to this endpoint."""
+    checker: Callable[[str, frozenset[str] | None], RecordCheck]
+    """A fresh checker for a batch to this endpoint, refusing models outside the allowed ones
+    (None: every offered model) as `model_not_allowed`."""
     inline_line: Callable[[int, Any, str], bytes]
     """Inline request number `index` as the stored input line (without its newline)."""
     windows: tuple[str, ...]
@@ -49,7 +50,7 @@ def openai_shape(settings: Settings, inline_line: Callable[[int, Any, str], byte
         settings=settings,
         endpoints=SUPPORTED_ENDPOINTS,
         new_id=batch_id,
-        checker=lambda endpoint: RecordChecker(settings, endpoint),
+        checker=lambda endpoint, allowed: RecordChecker(settings, endpoint, allowed_models=allowed),
         inline_line=inline_line,
         windows=tuple(settings.completion_window_list),
         max_records=settings.max_batch_records,

@@ -12,9 +12,10 @@ from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.batch_modes import batch_provider, default_execution
 from batchgate.services.common.catalogue import BATCH_MODES, EXECUTE, NATIVE
-from batchgate.services.common.config import Settings, parse_window
+from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow
 from batchgate.services.common.states import FilePurpose
+from batchgate.services.common.windows import parse_window
 from batchgate.services.ingest.batch_shape import BatchShape
 from batchgate.v1 import batches_pb2
 

@@ -12,10 +12,15 @@ import orjson
 
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
+from batchgate.services.common.access_policy import Policy
+from batchgate.services.common.auth import Principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
 from batchgate.services.ingest.batch_shape import BatchShape
+from batchgate.services.ingest.budget_holds import HoldTally
+from batchgate.services.ingest.feature_gate import needs_features
+from batchgate.services.ingest.guardrails import Guardrails, guardrails
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.simple_form import bare_record, is_bare
 from batchgate.services.ingest.tool_url_gate import ToolUrlGate
@@ -65,6 +70,8 @@ class Checked:
     total: int
     accepted: int
     model: str | None
+    hold_usd: float = 0.0
+    """The accepted records' worst-case cost: the batch's budget hold."""
 
 
 def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> bytes:
@@ -129,13 +136,42 @@ async def check_records(
     rejections: Rejections,
     param: str,
     model: str = "",
+    *,
+    caller: Principal,
+    discount: float,
 ) -> Checked:
-    """Stream the input once: check each record (as `shape` checks its API's records), insert its
-    item, collect rejections; with a batch-level `model`, every record must use it."""
-    checker = shape.checker(endpoint)
+    """Stream the input once: check each record (as `shape` checks its API's records, and
+    against the `caller`'s policy), pass it through the project's guardrails, insert its item,
+    collect rejections, and sum the accepted records' worst-case cost (after `discount`) as
+    the batch's hold; with a batch-level `model`, every record must use it."""
+    async with guardrails(caller.project_policy.guardrails, shape.settings) as guard:
+        return await _check_each(
+            *(db, shape, batch, endpoint, blob, rejections, param, model),
+            policy=caller.policy,
+            holds=HoldTally(shape.settings, discount),
+            guard=guard,
+        )
+
+
+async def _check_each(
+    db: Database,
+    shape: BatchShape,
+    batch: str,
+    endpoint: str,
+    blob: str,
+    rejections: Rejections,
+    param: str,
+    model: str,
+    *,
+    policy: Policy,
+    holds: HoldTally,
+    guard: Guardrails | None,
+) -> Checked:
+    checker = shape.checker(endpoint, policy.allowed_models)
     if model:
         checker.model = model
     tool_urls = ToolUrlGate(shape.settings)
+    max_records = min(shape.max_records, policy.max_records or shape.max_records)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
@@ -144,13 +180,11 @@ async def check_records(
         async for line_number, raw in numbered(read_lines(db, blob)):
             if not raw or raw.isspace():
                 continue
-            if index >= shape.max_records:
-                raise errors.invalid(
-                    f"The input has more than {shape.max_records} records, the limit per batch.",
-                    "input_too_large",
-                    param,
-                )
-            outcome = await tool_urls.admit(checker.check(raw))
+            if index >= max_records:
+                raise too_many_records(max_records, shape.max_records, param)
+            outcome = await tool_urls.admit(needs_features(checker.check(raw), policy))
+            if guard is not None and isinstance(outcome, Accepted):
+                outcome = await guard.screen(outcome)
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(
@@ -159,6 +193,7 @@ async def check_records(
             await writer.add(item_row(batch, index, line_number, outcome, traceparent))
             if isinstance(outcome, Accepted):
                 accepted += 1
+                holds.add(outcome.body, outcome.model)
             else:
                 await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
             index += 1
@@ -168,7 +203,18 @@ async def check_records(
         raise
     if index == 0:
         raise errors.invalid("The input has no records.", "empty_file", param)
-    return Checked(index, accepted, checker.model)
+    return Checked(index, accepted, checker.model, holds.usd)
+
+
+def too_many_records(limit: int, gateway_limit: int, param: str) -> errors.ApiError:
+    """400 `input_too_large`: more records than `limit`, the caller's policy's when it is below
+    the gateway's."""
+    return errors.invalid(
+        f"The input has more than {limit} records, the limit per batch"
+        + (" for this API key or project." if limit < gateway_limit else "."),
+        "input_too_large",
+        param,
+    )
 
 
 def item_trace(batch: str, index: int, accepted: Accepted, operation: str) -> dict[str, Any]:

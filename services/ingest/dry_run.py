@@ -10,7 +10,9 @@ discount; nothing is sent to the provider). No batch,
 item, blob or file row is written, no Idempotency-Key is claimed or bound (a dry run is
 repeatable, so a key on it is ignored) and no usage is recorded; rejections come back in the
 answer only (`rejected_records_file_id` is null). When no record can run, the answer is the
-same 400 `no_valid_records` a create gives.
+same 400 `no_valid_records` a create gives. The caller's policy applies as on a create
+(allowed models, record limit, expedited, guardrails), and `estimate.hold_verdict` says whether
+the create's budget hold would be admitted now (no hold is placed).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import orjson
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
+from batchgate.services.common.access_policy import require_expedited
 from batchgate.services.common.auth import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import read_lines
 from batchgate.services.common.webhook_urls import check_webhook_url
 from batchgate.services.ingest.batch_shape import openai_shape
+from batchgate.services.ingest.budget_holds import HoldTally, verdict
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import (
     batch_execution,
@@ -43,8 +47,10 @@ from batchgate.services.ingest.create_records import (
     inline_line,
     inline_too_large,
     numbered,
+    too_many_records,
 )
 from batchgate.services.ingest.estimate import Estimate
+from batchgate.services.ingest.guardrails import Guardrails, guardrails
 from batchgate.services.ingest.lookup import visible_file
 from batchgate.services.ingest.simple_form import apply_defaults
 from batchgate.services.ingest.validation import Accepted, RecordChecker
@@ -84,6 +90,8 @@ class DryRun:
         check_request(openai_shape(self._settings, inline_line), request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
+        if options.tier:
+            require_expedited(caller.policy)
         await check_budgets(self._db, self._spend, caller)
         if request.input_file_id:
             async with self._db.read() as conn:
@@ -95,27 +103,25 @@ class DryRun:
         else:
             lines, param = _inline_lines(self._settings, request, inline), "requests"
         estimate = Estimate(self._settings, request.endpoint)
-        checker = RecordChecker(self._settings, request.endpoint, model=request.model or None)
+        holds = HoldTally(self._settings, self._settings.batch_discount(options.tier))
+        checker = RecordChecker(
+            self._settings,
+            request.endpoint,
+            model=request.model or None,
+            allowed_models=caller.policy.allowed_models,
+        )
         rejections: list[Rejection] = []
-        total = 0
-        async for line_number, raw in numbered(lines):
-            if not raw or raw.isspace():
-                continue
-            total += 1
-            if total > self._settings.max_batch_records:
-                limit = self._settings.max_batch_records
-                raise errors.invalid(
-                    f"The input has more than {limit} records, the limit per batch.",
-                    "input_too_large",
-                    param,
-                )
-            outcome = checker.check(raw)
-            if isinstance(outcome, Accepted):
-                estimate.add(outcome.body, outcome.model)
-            else:
-                rejections.append(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
-        if total == 0:
-            raise errors.invalid("The input has no records.", "empty_file", param)
+        async with guardrails(caller.project_policy.guardrails, self._settings) as guard:
+            total = await self._check_all(
+                caller,
+                lines,
+                param,
+                checker=checker,
+                guard=guard,
+                estimate=estimate,
+                holds=holds,
+                rejections=rejections,
+            )
         preview = rejections[: self._settings.rejected_preview_max]
         if len(rejections) == total:
             raise errors.invalid(
@@ -130,6 +136,8 @@ class DryRun:
             self._settings, request.execution, checker.model, self._settings.batch_discount(options.tier)
         )
         net = 1.0 - execution.discount
+        async with self._db.read() as conn:
+            refused = await verdict(conn, caller, holds.usd)
         now = time.time()
         return batches_pb2.Batch(
             object="batch",
@@ -161,5 +169,42 @@ class DryRun:
                 cost_max=estimate.gross_max * net,
                 currency="usd",
                 tokenizer=estimate.tokenizer,
+                hold_usd=round(holds.usd, 6),
+                hold_verdict=refused.code or "refused" if refused is not None else "fits",
+                hold_message=refused.message if refused is not None else "",
             ),
         )
+
+    async def _check_all(
+        self,
+        caller: Principal,
+        lines: AsyncIterator[bytes],
+        param: str,
+        *,
+        checker: RecordChecker,
+        guard: Guardrails | None,
+        estimate: Estimate,
+        holds: HoldTally,
+        rejections: list[Rejection],
+    ) -> int:
+        """Check every record as a create would (the caller's record limit and guardrails
+        included), adding the accepted ones to `estimate` and `holds`: how many there were."""
+        limit = min(
+            self._settings.max_batch_records, caller.policy.max_records or self._settings.max_batch_records
+        )
+        total = 0
+        async for line_number, raw in numbered(lines):
+            if not raw or raw.isspace():
+                continue
+            total += 1
+            if total > limit:
+                raise too_many_records(limit, self._settings.max_batch_records, param)
+            outcome = checker.check(raw)
+            if guard is not None and isinstance(outcome, Accepted):
+                outcome = await guard.screen(outcome)
+            if isinstance(outcome, Accepted):
+                estimate.add(outcome.body, outcome.model)
+                holds.add(outcome.body, outcome.model)
+            else:
+                rejections.append(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
+        return total

@@ -61,8 +61,10 @@ def model_router(settings: Settings) -> Router:
 class MessageRequestChecker:
     """The create pipeline's record checker for Message Batch requests (one stored line each)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, allowed_models: frozenset[str] | None = None) -> None:
         self._checker = RequestChecker(route=model_router(settings), limits=batch_limits(settings))
+        self._allowed_models = allowed_models
+        """The models the caller's policy allows (None: every offered one)."""
         self._index = 0
         self.model: str | None = None
         """The first accepted request's model (a Message Batch may mix models)."""
@@ -76,6 +78,12 @@ class MessageRequestChecker:
         self._index += 1
         if isinstance(outcome, RejectedRequest):
             return Rejected(outcome.code, outcome.message, outcome.custom_id)
+        if self._allowed_models is not None and outcome.model not in self._allowed_models:
+            return Rejected(
+                "model_not_allowed",
+                f"The model {outcome.model!r} is not allowed for this API key or project.",
+                outcome.custom_id,
+            )
         if self.model is None:
             self.model = outcome.model
         return Accepted(outcome.custom_id, orjson.dumps(outcome.params), outcome.model)
@@ -91,7 +99,7 @@ def message_batch_shape(settings: Settings) -> BatchShape:
         settings=settings,
         endpoints=(MESSAGES_ENDPOINT,),
         new_id=message_batch_id,
-        checker=lambda endpoint: MessageRequestChecker(settings),
+        checker=lambda endpoint, allowed: MessageRequestChecker(settings, allowed),
         inline_line=_stored_line,
         windows=(settings.message_batch_window,),
         max_records=settings.message_batch_max_requests,

@@ -27,7 +27,7 @@ import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, templates_pb2, templates_pb2_grpc
 from batchgate.services.common import cron, errors
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.auth import principal_of
 from batchgate.services.common.db import AnyRow, Connection, Database, files, projects
 from batchgate.services.common.db import templates as store
 from batchgate.services.common.states import PauseReason, TemplateStatus
@@ -70,10 +70,10 @@ class _DueTimeClaim:
 
 async def _why_paused(conn: Connection, row: AnyRow, now: float) -> tuple[PauseReason, str] | None:
     """Why the template can make no run any more, if it cannot: (reason, message)."""
-    if await projects.key_revoked(conn, row.api_key_id):
+    if await projects.key_lapsed(conn, row.api_key_id, now):
         return (
             PauseReason.API_KEY_REVOKED,
-            f"The API key {row.api_key_id} that created the template was revoked.",
+            f"The API key {row.api_key_id} that created the template was revoked or has expired.",
         )
     found = await files.expiry(conn, row.project_id, row.input_file_id)
     if found is None:
@@ -104,6 +104,7 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         async with self._db.read() as conn:
             row = await store.template_by_id(conn, request.template_id)
             paused = await _why_paused(conn, row, time.time()) if row is not None else None
+            key = await projects.key_by_id(conn, row.api_key_id) if row is not None else None
         if row is None or row.status != TemplateStatus.SCHEDULED or row.next_run_at != request.due_at:
             return templates_pb2.SpawnRunResponse(already_done=True)
         next_run = cron.next_time(row.cron, row.cron_timezone, max(request.due_at, request.now))
@@ -111,7 +112,8 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
             reason, message = paused
             return await self._refused(row, request.due_at, next_run, reason, message, pause=reason)
         claim = _DueTimeClaim(row.id, request.due_at, next_run)
-        caller = Principal(project_id=row.project_id, key_id=row.api_key_id)
+        assert key is not None  # a missing key pauses the template above
+        caller = principal_of(key)  # the run is checked against the key's policies like any create
         try:
             result = await self._creator.create(caller, stored_request(row), [], run_of=claim)
         except _AlreadyServed:

@@ -3,9 +3,9 @@
 After `RecordChecker` accepted a record that names a tool_config, its tool URL's host must
 resolve to addresses the private-address policy allows (`tool_allowed_networks`, by default
 `webhook_allowed_networks`), as a webhook URL's must; otherwise the record is rejected
-`invalid_tool_config`. A create resolves each distinct host once, and names at most
-`MAX_HOSTS` of them. The executor checks again at
-every call (`services.executor.tools.transport`): DNS may change meanwhile.
+`invalid_tool_config` (a workflow's callback URL likewise, `invalid_workflow`). A create
+resolves each distinct host once, and names at most `MAX_HOSTS` of them. The executor checks
+again at every call (`services.executor.tools.transport`): DNS may change meanwhile.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 
 from batchgate.services.common.config import Settings
 from batchgate.services.common.webhook_urls import RefusedUrl, allowed_addresses, split_url
+from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
+from batchgate.services.common.workflow_config import WORKFLOW_KEY
 from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE
 from batchgate.services.ingest.validation import Accepted, Rejected
 
@@ -50,6 +52,5 @@ class ToolUrlGate:
         refused = await self._verdict(outcome.tool_url)
         if refused is None:
             return replace(outcome, tool_url=None)
-        return Rejected(
-            TOOL_CONFIG_CODE, f"'tool_config.url' may not be called: {refused}", outcome.custom_id
-        )
+        code = INVALID_WORKFLOW_CODE if outcome.url_section == WORKFLOW_KEY else TOOL_CONFIG_CODE
+        return Rejected(code, f"'{outcome.url_section}.url' may not be called: {refused}", outcome.custom_id)

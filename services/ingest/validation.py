@@ -16,8 +16,11 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.errors import clip
-from batchgate.services.common.tool_config import InvalidToolConfig
+from batchgate.services.common.tool_config import CONFIG_KEY, InvalidToolConfig
+from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
+from batchgate.services.common.workflow_config import WORKFLOW_KEY, InvalidWorkflow
 from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_record
+from batchgate.services.ingest.workflow_records import check_workflow_record
 
 MAX_MESSAGE_BYTES = 512
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
@@ -30,7 +33,10 @@ class Accepted:
     body: bytes
     model: str
     tool_url: str | None = None
-    """The tool server of a tool-calling record, until `ToolUrlGate` has checked it."""
+    """The tool server of a tool-calling record (or a workflow's callback), until
+    `ToolUrlGate` has checked it."""
+    url_section: str = "tool_config"
+    """Whose URL `tool_url` is: `tool_config` or `workflow` (it names the rejection)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,8 @@ class Rejected:
 
 @dataclass
 class RecordChecker:
-    """Checks the records of one batch against its endpoint and the offered models.
+    """Checks the records of one batch against its endpoint, the offered models and the
+    caller's allowed ones.
 
     `custom_id_pattern`, when given, is a format every custom_id must match in full (API
     shapes that need one, e.g. `ANTHROPIC_CUSTOM_ID`).
@@ -51,6 +58,8 @@ class RecordChecker:
     settings: Settings
     endpoint: str
     custom_id_pattern: re.Pattern[str] | None = None
+    allowed_models: frozenset[str] | None = None
+    """The models the caller's policy allows (None: every offered one)."""
     seen_custom_ids: set[str] = field(default_factory=set)
     model: str | None = None
     _offered: dict[str, ModelConfig | None] = field(default_factory=dict)
@@ -97,15 +106,15 @@ class RecordChecker:
         rejected = self._check_request(record, custom_id)
         if isinstance(rejected, Rejected):
             return rejected
-        body, model, tool_url = rejected
+        body, model, (section, url) = rejected
         self.seen_custom_ids.add(custom_id)
         if self.model is None:
             self.model = model
-        return Accepted(custom_id, body, model, tool_url)
+        return Accepted(custom_id, body, model, url, section)
 
     def _check_request(
         self, record: dict[str, Any], custom_id: str
-    ) -> Rejected | tuple[bytes, str, str | None]:
+    ) -> Rejected | tuple[bytes, str, tuple[str, str | None]]:
         method = record.get("method")
         if method != "POST":
             got = "missing" if method is None else f"{method!r}"
@@ -129,6 +138,46 @@ class RecordChecker:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return self._reject("missing_model", "'body.model' must be a non-empty string.", custom_id)
+        refused = self._check_model(model, custom_id)
+        if refused is not None:
+            return refused
+        checked = self._check_options(body, custom_id)
+        if isinstance(checked, Rejected):
+            return checked
+        body, url_owner = checked
+        encoded = orjson.dumps(body)
+        if len(encoded) > self.settings.max_record_bytes:
+            return self._reject(
+                "record_too_large",
+                f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
+                custom_id,
+            )
+        return encoded, model, url_owner
+
+    def _check_options(
+        self, body: dict[str, Any], custom_id: str
+    ) -> Rejected | tuple[dict[str, Any], tuple[str, str | None]]:
+        """What batches do not run (streaming), and a tool_config or a workflow: (the body to
+        store, (whose URL, the URL to check))."""
+        if body.get("stream") is True:
+            return self._reject(
+                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
+            )
+        try:
+            body, tool_url = check_tool_record(body, self.endpoint, self.settings)
+        except InvalidToolConfig as exc:
+            return self._reject(TOOL_CONFIG_CODE, str(exc), custom_id)
+        try:
+            body, callback_url = check_workflow_record(body, tool_url is not None, self.settings)
+        except InvalidWorkflow as exc:
+            return self._reject(INVALID_WORKFLOW_CODE, str(exc), custom_id)
+        if callback_url is not None:
+            return body, (WORKFLOW_KEY, callback_url)
+        return body, (CONFIG_KEY, tool_url)
+
+    def _check_model(self, model: str, custom_id: str) -> Rejected | None:
+        """The record's model is offered for this endpoint, allowed to the caller, and the
+        batch's model."""
         if model not in self._offered:
             self._offered[model] = self.settings.model(model)
         offered = self._offered[model]
@@ -140,35 +189,16 @@ class RecordChecker:
             return self._reject(
                 "model_not_found", f"The model {model!r} does not serve {self.endpoint}.", custom_id
             )
+        if self.allowed_models is not None and model not in self.allowed_models:
+            return self._reject(
+                "model_not_allowed",
+                f"The model {model!r} is not allowed for this API key or project.",
+                custom_id,
+            )
         if self.model is not None and model != self.model:
             return self._reject(
                 "model_mismatch",
                 f"Every record of a batch must use the same model: expected {self.model!r}, got {model!r}.",
                 custom_id,
             )
-        checked = self._check_options(body, custom_id)
-        if isinstance(checked, Rejected):
-            return checked
-        body, tool_url = checked
-        encoded = orjson.dumps(body)
-        if len(encoded) > self.settings.max_record_bytes:
-            return self._reject(
-                "record_too_large",
-                f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
-                custom_id,
-            )
-        return encoded, model, tool_url
-
-    def _check_options(
-        self, body: dict[str, Any], custom_id: str
-    ) -> Rejected | tuple[dict[str, Any], str | None]:
-        """What batches do not run (streaming), and a tool_config: (the body to store, its
-        tool URL)."""
-        if body.get("stream") is True:
-            return self._reject(
-                "stream_not_supported", "'body.stream' must not be true in a batch.", custom_id
-            )
-        try:
-            return check_tool_record(body, self.endpoint, self.settings)
-        except InvalidToolConfig as exc:
-            return self._reject(TOOL_CONFIG_CODE, str(exc), custom_id)
+        return None

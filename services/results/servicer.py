@@ -145,9 +145,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     ) -> results_pb2.GetUsageResponse:
         group_by = parse_group_by(request.group_by)
         groups = await usage_groups(self._db, await self._usage_filter(request), group_by)
-        return results_pb2.GetUsageResponse(
-            object="list", data=[group_message(g, group_by) for g in groups if g.requests]
-        )
+        return results_pb2.GetUsageResponse(object="list", data=[group_message(g, group_by) for g in groups])
 
     async def ListUsageEvents(
         self, request: results_pb2.ListUsageEventsRequest, context: grpc.aio.ServicerContext

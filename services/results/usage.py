@@ -3,7 +3,8 @@
 
 One event per finished item is written by the recorder (`source=batch`); the sums are one
 GROUP BY over the project's events in the time range, served by `ix_usage_project_time`
-(or `ix_usage_batch` when a batch is named).
+(or `ix_usage_batch` when a batch is named). Records rejected at create (no event: they never
+ran) are counted per group from their batches (`rejected_requests`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from batchgate.services.common import errors, paging
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.db import AnyRow, Database, usage
+from batchgate.services.common.db import AnyRow, Database, batches, usage
 from batchgate.services.common.db.usage import GROUP_COLUMNS, UsageFilter
 from batchgate.v1 import results_pb2
 
@@ -50,11 +51,28 @@ def parse_group_by(values: Iterable[str]) -> list[str]:
     return [key for key in GROUP_COLUMNS if key in keys]
 
 
-async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) -> list[AnyRow]:
-    """One row per group: the group keys, then requests, token sums and cost; largest cost first."""
+async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) -> list[dict[str, Any]]:
+    """One entry per group: the group keys, then requests, token sums, cost and the records
+    rejected at create (`rejected_requests`); largest cost first, groups with rejections only
+    last. Groups with neither are left out."""
     check_filter(where)
     async with db.read() as conn:
-        return await usage.groups(conn, where, group_by)
+        rows = await usage.groups(conn, where, group_by)
+        rejected = {
+            tuple(getattr(r, k) for k in group_by): int(r.rejected or 0)
+            for r in await batches.rejections(conn, where, group_by)
+        }
+    found = []
+    for row in rows:
+        group = row._asdict()
+        group["rejected_requests"] = rejected.pop(tuple(group[k] for k in group_by), 0)
+        found.append(group)
+    zero = {"requests": 0, "input_tokens": 0, "cached_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0}
+    for keys, count in rejected.items():
+        found.append(
+            {**dict(zip(group_by, keys, strict=True)), **zero, "cost_usd": 0.0, "rejected_requests": count}
+        )
+    return [g for g in found if g["requests"] or g["rejected_requests"]]
 
 
 async def usage_event_page(
@@ -75,21 +93,27 @@ async def usage_event_page(
     return rows[:limit], len(rows) > limit
 
 
-def _sums(row: AnyRow) -> dict[str, Any]:
+def _sums(sums: dict[str, Any]) -> dict[str, Any]:
     """The token and cost fields shared by a group and an event."""
     return {
-        "input_tokens": row.input_tokens,
-        "cached_tokens": row.cached_tokens,
-        "output_tokens": row.output_tokens,
-        "reasoning_tokens": row.reasoning_tokens,
-        "total_tokens": row.input_tokens + row.output_tokens,
-        "cost": results_pb2.UsageCost(currency="usd", amount=row.cost_usd),
+        "input_tokens": sums["input_tokens"],
+        "cached_tokens": sums["cached_tokens"],
+        "output_tokens": sums["output_tokens"],
+        "reasoning_tokens": sums["reasoning_tokens"],
+        "total_tokens": sums["input_tokens"] + sums["output_tokens"],
+        "cost": results_pb2.UsageCost(currency="usd", amount=sums["cost_usd"]),
     }
 
 
-def group_message(row: AnyRow, group_by: list[str]) -> results_pb2.UsageGroup:
-    keys = {key: pv.string_or_null(getattr(row, key) if key in group_by else None) for key in GROUP_COLUMNS}
-    return results_pb2.UsageGroup(object="usage.group", requests=row.requests, **keys, **_sums(row))
+def group_message(group: dict[str, Any], group_by: list[str]) -> results_pb2.UsageGroup:
+    keys = {key: pv.string_or_null(group[key] if key in group_by else None) for key in GROUP_COLUMNS}
+    return results_pb2.UsageGroup(
+        object="usage.group",
+        requests=group["requests"],
+        rejected_requests=group["rejected_requests"],
+        **keys,
+        **_sums(group),
+    )
 
 
 def event_message(row: AnyRow) -> results_pb2.UsageEvent:
@@ -103,5 +127,5 @@ def event_message(row: AnyRow) -> results_pb2.UsageEvent:
         custom_id=pv.string_or_null(row.custom_id),
         api_key_id=row.api_key_id,
         model=row.model,
-        **_sums(row),
+        **_sums(row._asdict()),
     )

@@ -1,7 +1,8 @@
 """The scheduler's periodic work, run by one replica at a time (the leader): rescue the items
-of executor sessions that lapsed, close the open items of cancelling and expired batches
-(telling executors of an expiry), and ask results to finalize batches that have nothing open
-any more; and follow the batches passed through to a provider's batch API (`native_batches`).
+of executor sessions that lapsed, stop the batches of revoked or expired API keys, close the
+open items of cancelling and expired batches (telling executors of an expiry), ask results
+to finalize batches that have nothing open any more, follow the batches passed through to a
+provider's batch API (`native_batches`), and purge what is past its retention (`retention`).
 
 Every step is safe to run twice at once (conditional updates that re-check the row), so the
 leader lock is about not doing the work N times, not about correctness: a leader that lost
@@ -22,10 +23,12 @@ from collections.abc import Awaitable, Callable
 
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import LeaderLock
+from batchgate.services.common.states import BatchStatus
 from batchgate.services.scheduler.closing_feed import ClosingFeed
 from batchgate.services.scheduler.metrics import DEPTH_INTERVAL_S, SchedulerMetrics
 from batchgate.services.scheduler.native_batches import NativeBatches
 from batchgate.services.scheduler.queue import Closing, Queue, Stopped
+from batchgate.services.scheduler.retention import Retention
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +46,12 @@ class Maintenance:
         feed: ClosingFeed,
         metrics: SchedulerMetrics | None = None,
         native: NativeBatches | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self._native = native
         self._queue = queue
         self._feed = feed
+        self._retention = retention
         self._metrics = metrics or SchedulerMetrics()
         self._depth_at = 0.0
         self._interval_s = interval_s
@@ -66,6 +71,15 @@ class Maintenance:
         if settled:
             await self._finalize(closing.batch_id)
 
+    async def stop_revoked(self) -> None:
+        """Stop the batches of keys revoked or expired since: what is queued or running ends
+        `credential_revoked` (running items are stopped, their late results refused), what
+        finished stays, and the batch ends `cancelled`."""
+        for batch_id in await self._queue.revoked_batches():
+            await self._queue.cancel_revoked(batch_id)
+            log.warning("batch %s: its API key was revoked or expired; stopping it", batch_id)
+            await self.close_batch(Closing(batch_id, BatchStatus.CANCELLED, hard=True, revoked=True))
+
     async def tick(self) -> None:
         assert self._leading_since is not None
         if time.monotonic() - self._leading_since >= self.rescue_grace_s:
@@ -74,10 +88,13 @@ class Maintenance:
                 log.warning("re-queued %d items of executors that stopped beating", rescued)
                 self._metrics.leases_rescued.add(rescued)
                 self._wake()
+        await self.stop_revoked()
         for closing in await self._queue.closing_batches():
             await self.close_batch(closing)
         if self._native is not None:
             await self._native.tick()
+        if self._retention is not None:
+            await self._retention.due()
         if self._metrics.enabled and time.monotonic() - self._depth_at >= DEPTH_INTERVAL_S:
             self._depth_at = time.monotonic()
             self._metrics.set_depth(await self._queue.depth())

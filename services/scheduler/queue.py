@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from batchgate.services.common.db import Database, queue
+from batchgate.services.common.db import Database, batches, projects, queue
 from batchgate.services.common.db.dialect import notify
 from batchgate.services.common.db.queue import Ref
 from batchgate.services.common.states import BatchStatus, ItemErrorCode, ItemState
 from batchgate.services.scheduler.fairness import Candidate, allocate, top_group
+from batchgate.services.scheduler.rate_shares import RateShares
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL
 
 __all__ = ["Closing", "Lease", "Queue", "Ref", "Request", "SessionLost", "Stopped"]
@@ -41,6 +42,10 @@ CLOSE_CODES = {
         "This request could not be executed before the completion window expired.",
     ),
 }
+REVOKED_CODE = (
+    ItemErrorCode.CREDENTIAL_REVOKED,
+    "This request was not executed because the API key that created the batch was revoked or expired.",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +84,8 @@ class Closing:
     batch_id: str
     end: BatchStatus
     hard: bool
+    revoked: bool = False
+    """Its key was revoked or expired: items close with `credential_revoked`."""
 
 
 @dataclass(frozen=True)
@@ -124,10 +131,12 @@ def _lease(row: Any, runnable: _Runnable) -> Lease:
 
 
 class Queue:
-    def __init__(self, db: Database, lease_ttl_s: float) -> None:
+    def __init__(self, db: Database, lease_ttl_s: float, shares: RateShares | None = None) -> None:
         self._db = db
         self._ttl = lease_ttl_s
         self._rotation = 0
+        self._shares = shares
+        """Projects' shares of the providers' request budgets (None: no project is limited)."""
 
     @property
     def lease_ttl_s(self) -> float:
@@ -193,10 +202,24 @@ class Queue:
             if capacity <= 0:
                 break
             for candidate, share in allocate(group, capacity, self._rotation):
-                rows = await queue.lease_from(
-                    self._db, conn, candidate.batch_id, share, executor_id, request.request_id, now
-                )
                 info = runnable[candidate.batch_id]
+
+                async def take(count: int, batch_id: str = candidate.batch_id) -> list[Any]:
+                    return await queue.lease_from(
+                        self._db, conn, batch_id, count, executor_id, request.request_id, now
+                    )
+
+                if self._shares is None:
+                    rows = await take(share)
+                else:
+                    rows = await self._shares.within_share(
+                        conn,
+                        project_id=candidate.project_id,
+                        model=info.model,
+                        wanted=share,
+                        now=now,
+                        lease=take,
+                    )
                 leased += [_lease(r, info) for r in sorted(rows, key=lambda r: r.idx)]
                 regular = min(len(rows), remaining)
                 remaining -= regular
@@ -281,6 +304,16 @@ class Queue:
             stopped.append(Stopped(batch_id, hard=not soft))
         return stopped
 
+    async def revoked_batches(self) -> list[str]:
+        """Running batches whose API key was revoked or has expired."""
+        async with self._db.read() as conn:
+            return await projects.running_batches_of_lapsed_keys(conn, time.time())
+
+    async def cancel_revoked(self, batch_id: str) -> bool:
+        """Ask a revoked key's batch to end `cancelled`; whether it was running."""
+        async with self._db.write() as conn:
+            return await batches.request_cancel(conn, batch_id)
+
     async def closing_batches(self) -> list[Closing]:
         """Batches with open items to close: cancelling ones, and running ones past their window."""
         now = time.time()
@@ -299,7 +332,7 @@ class Queue:
         """Close the batch's queued items (and, when `hard`, its leased ones) as cancelled or
         expired, count them as failed, and record how the batch ends. Returns (items closed,
         whether nothing is open any more)."""
-        code, message = CLOSE_CODES[closing.end]
+        code, message = REVOKED_CODE if closing.revoked else CLOSE_CODES[closing.end]
         async with self._db.write() as conn:
             return await queue.close_open(
                 self._db,

@@ -28,6 +28,8 @@ from batchgate.services.scheduler.metrics import SchedulerMetrics
 from batchgate.services.scheduler.native_batches import NativeBatches
 from batchgate.services.scheduler.provider_batches import ProviderError
 from batchgate.services.scheduler.queue import Queue
+from batchgate.services.scheduler.rate_shares import RateShares
+from batchgate.services.scheduler.retention import Retention
 from batchgate.services.scheduler.servicer import SchedulerServicer
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
@@ -35,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
-    queue = Queue(db, settings.lease_ttl_s)
+    queue = Queue(db, settings.lease_ttl_s, RateShares(db, settings))
     signal = WorkSignal()
     results_channel = rpc_client.channel(settings, "results", caller="scheduler")
     recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
@@ -58,7 +60,15 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     feed = ClosingFeed(db)
     native = NativeBatches(settings, db, record, finalize)
     maintenance = Maintenance(
-        db, queue, settings.maintenance_interval_s, signal.wake, finalize, feed, metrics, native
+        db,
+        queue,
+        settings.maintenance_interval_s,
+        signal.wake,
+        finalize,
+        feed,
+        metrics,
+        native,
+        Retention(db, settings),
     )
     ingest_channel = rpc_client.channel(settings, "ingest", caller="scheduler")
     ticker = CronTicker(

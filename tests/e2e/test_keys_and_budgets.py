@@ -84,7 +84,11 @@ def test_a_used_up_key_budget_is_402_and_stores_nothing(shared_stack: RunningSta
         assert error["type"] == "billing_error"
     assert footprint(shared_stack, project) == before
 
-    cli(shared_stack, "keys", "set-budget", key_id, repr(spent * 10))
+    # Under budget again, but the batch's worst-case cost (its hold) must fit in what is left.
+    cli(shared_stack, "keys", "set-budget", key_id, repr(spent * 1.5))
+    refused = create(shared_stack, project, input_file).expect_error(402, "key_budget_exceeded")
+    assert refused["hold_usd"] > refused["remaining_usd"] > 0
+    cli(shared_stack, "keys", "set-budget", key_id, repr(spent + refused["hold_usd"] * 1.01))
     assert create(shared_stack, project, input_file).status == 200
     cli(shared_stack, "keys", "set-budget", key_id, "none")
     assert create(shared_stack, project, input_file).status == 200

@@ -391,3 +391,39 @@ def test_a_template_keeps_execution_for_its_runs(clocked: tuple[RunningStack, Cl
     clock.set(executed["next_run_at"])
     (run,) = wait_for_runs(client, executed["id"], 1)
     assert run.to_dict()["execution"] == "execute"
+
+
+def _creator_key(stack: RunningStack, template_id: str) -> str:
+    (row,) = db_rows(
+        stack.database_url, "SELECT api_key_id FROM batch_templates WHERE id = :t", t=template_id
+    )
+    return str(row[0])
+
+
+def test_a_run_follows_its_creator_keys_policy(clocked: tuple[RunningStack, Clock]) -> None:
+    """A run is a create by the template's key: the key's policy (issue 17) applies to it."""
+    stack, clock = clocked
+    client = new_project(stack)
+    created = schedule(client, upload(client, chat_records(1, prefix="policed")).id, "20 * * * *")
+    key_id = _creator_key(stack, created["id"])
+    done = run_cli("keys", "set-policy", key_id, "--allow-models", "gpt-4o", env=stack.env)
+    assert done.returncode == 0, done.stderr
+    clock.set(created["next_run_at"])
+    shown = eventually(lambda: (t := template(client, created["id"]))["last_run_at"] and t)
+    assert shown["last_error"]["code"] == "no_valid_records" and shown["status"] == "scheduled"
+    assert runs(client, created["id"]) == []
+    act(client, created["id"], "pause")
+
+
+def test_a_template_whose_key_expired_pauses_itself(clocked: tuple[RunningStack, Clock]) -> None:
+    stack, clock = clocked
+    name = f"tplexp-{uuid.uuid4().hex[:8]}"
+    add_project(stack, name)
+    created = schedule(stack.client(name), upload(stack.client(name), chat_records(1)).id, "40 * * * *")
+    creator = _creator_key(stack, created["id"])
+    add_project(stack, name)  # a second key of the project, to read the template with
+    db_rows(stack.database_url, "UPDATE api_keys SET expires_at = 1 WHERE id = :k", k=creator)
+    clock.set(created["next_run_at"])
+    shown = eventually(lambda: (t := template(stack.client(name), created["id"]))["status"] == "paused" and t)
+    assert shown["paused_reason"] == "api_key_revoked" and "has expired" in shown["last_error"]["message"]
+    assert runs(stack.client(name), created["id"]) == []

@@ -8,7 +8,6 @@ round), with the tool server's secret nowhere in files, spans or logs."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,16 +155,8 @@ def test_no_tool_config_or_secret_in_files(world: dict[str, Any]) -> None:
 
 
 def _trace_of(world: dict[str, Any], custom_id: str) -> list[Span]:
-    """Every span of the record's trace, once its executor spans arrived (or a deadline)."""
     sink: OtlpSink = world["sink"]
-    deadline = time.monotonic() + 60
-    while True:
-        spans = sink.spans()
-        roots = [s.trace_id for s in spans if s.attributes.get("item.custom_id") == custom_id]
-        trace = [s for s in spans if roots and s.trace_id == roots[0]]
-        if any(s.name == "batchgate.item.record" for s in trace) or time.monotonic() > deadline:
-            return trace
-        time.sleep(0.5)
+    return sink.item_trace(custom_id)
 
 
 def test_each_model_turn_and_tool_round_is_its_own_span(world: dict[str, Any]) -> None:

@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tests.execution_support import create_batch, finished_exactly_once, item_rows, private_stack
+from tests.execution_support import (
+    crash_then_restart_executor,
+    create_batch,
+    finished_exactly_once,
+    item_rows,
+    private_stack,
+)
 from tests.tool_servers import HttpToolServer
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
@@ -34,11 +40,7 @@ def test_a_crash_mid_loop_completes_the_record_once(db_kind: str, tmp_path: Path
         env = {"BATCHGATE_EXECUTORS": "0", "BATCHGATE_CRASH_AT": "executor.tools.after_round"}
         with private_stack(db_kind, tmp_path, **env) as stack:
             batch = create_batch(stack, records)
-            crashed = stack.stack.start_executor(0)
-            assert crashed.process is not None and crashed.process.wait(60) == 137
-            stack.stack.children.remove(crashed)
-            stack.stack.env.pop("BATCHGATE_CRASH_AT")
-            stack.stack.start_executor(0)
+            crash_then_restart_executor(stack)
             done, output, errors = finished_exactly_once(stack, batch.id, records, timeout_s=120)
             assert (done.status, done.request_counts.completed, errors) == ("completed", 3, [])
             for line in output:

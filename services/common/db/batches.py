@@ -6,7 +6,11 @@ Who may call what (each operation's docstring starts with the services allowed):
 - the scheduler asks for cancel (`request_cancel`) and reads statuses (its queue statements,
   `batchgate.services.common.db.queue`, read and close running batches);
 - results folds outcomes into the counters (`add_outcomes`), claims and ends a finalize
-  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled).
+  (`claim_finalize`, `transition` → finalizing → completed | expired | cancelled);
+- ingest counts open batches and committed spend for a create's budget hold
+  (`open_counts`, `committed_spend`); results counts rejections for usage (`rejections`);
+- the scheduler's retention purges ended batches and later forgets them: those operations
+  are in `batchgate.services.common.db.batch_retention`.
 
 Every status change is a conditional UPDATE from the allowed previous statuses
 (`states.BATCH_TRANSITIONS`), stamping the matching `<status>_at` column, so concurrent actors
@@ -20,14 +24,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
 from batchgate.services.common.db.dialect import json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
-from batchgate.services.common.states import BATCH_OPEN, BATCH_RUNNING, BATCH_TRANSITIONS, BatchStatus
+from batchgate.services.common.db.usage import UsageFilter
+from batchgate.services.common.states import (
+    BATCH_OPEN,
+    BATCH_RUNNING,
+    BATCH_TRANSITIONS,
+    BatchStatus,
+)
 
 TIMESTAMP_COLUMN = {status: f"{status}_at" for status in BATCH_TRANSITIONS}
 
@@ -75,14 +85,15 @@ async def visible(
     message_batch: bool | None = False,
 ) -> AnyRow | None:
     """ingest, results: the project's batch `batch_id` (all columns, or `columns`), unless it is
-    unknown, another project's, still being created, or made through the other API
-    (`message_batch`: True for Message Batches only, False for OpenAI batches only, None for
-    either, as usage reads them)."""
+    unknown, another project's, still being created, purged by retention, or made through the
+    other API (`message_batch`: True for Message Batches only, False for OpenAI batches only,
+    None for either, as usage reads them)."""
     query = select(*columns) if columns else select(batches)
     query = query.where(
         batches.c.id == batch_id,
         batches.c.project_id == project_id,
         batches.c.status != BatchStatus.VALIDATING,
+        batches.c.purged_at.is_(None),
     )
     api = _of_api(message_batch)
     if api is not None:
@@ -108,6 +119,7 @@ async def page(
     query = select(batches).where(
         batches.c.project_id == project_id,
         batches.c.status != BatchStatus.VALIDATING,
+        batches.c.purged_at.is_(None),
         batches.c.endpoint != MESSAGES_ENDPOINT,
     )
     if status:
@@ -195,6 +207,68 @@ async def stale_validating(conn: AsyncConnection, created_before: float) -> list
         batches.c.status == BatchStatus.VALIDATING, batches.c.created_at < created_before
     )
     return list((await conn.execute(query)).scalars().all())
+
+
+async def open_counts(conn: AsyncConnection, project_id: str, key_id: str) -> tuple[int, int]:
+    """ingest: how many published batches have not ended, of the project and of the key."""
+    query = select(
+        func.count(),
+        func.coalesce(func.sum(case((batches.c.api_key_id == key_id, 1), else_=0)), 0),
+    ).where(
+        batches.c.project_id == project_id,
+        batches.c.status.in_([s for s in BATCH_OPEN if s != BatchStatus.VALIDATING]),
+    )
+    row = (await conn.execute(query)).one()
+    return int(row[0]), int(row[1])
+
+
+async def committed_spend(conn: AsyncConnection, project_id: str, key_id: str) -> tuple[float, float]:
+    """ingest: (key's, project's) spend counting holds: an open batch counts as the larger of
+    its hold and its cost so far, an ended one as its cost."""
+    committed = case(
+        (
+            batches.c.status.in_(BATCH_OPEN) & (batches.c.hold_usd > batches.c.cost_usd),
+            batches.c.hold_usd,
+        ),
+        else_=batches.c.cost_usd,
+    )
+    query = select(
+        func.coalesce(func.sum(case((batches.c.api_key_id == key_id, committed), else_=0.0)), 0.0),
+        func.coalesce(func.sum(committed), 0.0),
+    ).where(batches.c.project_id == project_id)
+    row = (await conn.execute(query)).one()
+    return float(row[0]), float(row[1])
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+async def rejections(conn: AsyncConnection, where: UsageFilter, group_by: list[str]) -> list[AnyRow]:
+    """results: records rejected at create, summed per usage group (`group_by` of batch_id,
+    model, api_key_id; column `rejected`) over the project's batches created in the time range.
+    Purged batches count: their bookkeeping stays."""
+    columns = {"batch_id": batches.c.id, "model": batches.c.model, "api_key_id": batches.c.api_key_id}
+    conditions = [
+        batches.c.project_id == where.project_id,
+        batches.c.status != BatchStatus.VALIDATING,
+        batches.c.rejected_count > 0,
+    ]
+    if where.start_time:
+        conditions.append(batches.c.created_at >= where.start_time)
+    if where.end_time:
+        conditions.append(batches.c.created_at < where.end_time)
+    for name, value in (
+        ("batch_id", where.batch_id),
+        ("model", where.model),
+        ("api_key_id", where.api_key_id),
+    ):
+        if value:
+            conditions.append(columns[name] == value)
+    keys = [columns[k].label(k) for k in group_by]
+    query = select(*keys, func.sum(batches.c.rejected_count).label("rejected")).where(*conditions)
+    if keys:
+        query = query.group_by(*keys)
+    return list((await conn.execute(query)).all())
 
 
 # --- scheduler ----------------------------------------------------------------------------------

@@ -63,6 +63,11 @@ async def get(conn: AsyncConnection, file_id: str) -> AnyRow:
     return (await conn.execute(select(files).where(files.c.id == file_id))).one()
 
 
+async def get_or_none(conn: AsyncConnection, file_id: str) -> AnyRow | None:
+    """the scheduler's retention: a file's row, if it still exists."""
+    return (await conn.execute(select(files).where(files.c.id == file_id))).first()
+
+
 async def visible(
     conn: AsyncConnection, project_id: str, file_id: str, lock_in: Database | None = None
 ) -> AnyRow | None:
@@ -97,7 +102,8 @@ async def page(
 
 
 async def delete_file(conn: AsyncConnection, file_id: str) -> None:
-    """ingest: remove a file's row (its blob is the caller's to delete, in the same transaction)."""
+    """ingest, scheduler (retention): remove a file's row (its blob is the caller's to delete,
+    in the same transaction)."""
     await conn.execute(delete(files).where(files.c.id == file_id))
 
 
@@ -108,5 +114,5 @@ async def expired(conn: AsyncConnection, limit: int) -> list[AnyRow]:
 
 
 async def of_batch(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
-    """bench, tests: the files a batch produced."""
+    """bench, tests, the scheduler's retention: the files a batch produced."""
     return list((await conn.execute(select(files).where(files.c.batch_id == batch_id))).all())

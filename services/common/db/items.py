@@ -73,7 +73,8 @@ async def insert_chunk(db: Database, rows: list[dict[str, Any]]) -> None:
 
 
 async def delete_of_batch(conn: AsyncConnection, batch_id: str) -> None:
-    """ingest: remove the items of a discarded create."""
+    """ingest: remove the items of a discarded create; scheduler: those of a batch that
+    retention purges."""
     await conn.execute(delete(items).where(items.c.batch_id == batch_id))
 
 

@@ -25,10 +25,12 @@ from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus
 
 
 def _visible(project_id: str) -> Any:
+    """The project's Message Batches a caller may see: created, and not purged by retention."""
     return (
         (batches.c.project_id == project_id)
         & (batches.c.endpoint == MESSAGES_ENDPOINT)
         & (batches.c.status != BatchStatus.VALIDATING)
+        & batches.c.purged_at.is_(None)
     )
 
 

@@ -3,20 +3,24 @@ place their SQL lives.
 
 Who may call what: the operator commands (`batchgate keys|projects|webhooks`, through
 `batchgate.services.common.auth`) create and edit projects and keys; every service that serves the
-public API verifies keys (`key_owner`); ingest reads budgets before a create; results reads
-the projects' webhook secrets to sign deliveries.
+public API verifies keys (`key_owner`); ingest reads budgets before a create and locks them
+while it places a budget hold; results reads the projects' webhook secrets to sign deliveries;
+the scheduler finds the running batches of revoked or expired keys to stop them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Select, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from batchgate.services.common.db.engine import AnyRow
-from batchgate.services.common.db.schema import api_keys, projects
+from batchgate.services.common.db.dialect import lock_rows
+from batchgate.services.common.db.engine import AnyRow, Database
+from batchgate.services.common.db.schema import api_keys, batches, items, projects
+from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN
 
 
 async def id_by_name(conn: AsyncConnection, name: str) -> str | None:
@@ -67,7 +71,7 @@ async def set_project_budget(conn: AsyncConnection, project_id: str, budget_usd:
 
 
 async def all_projects(conn: AsyncConnection) -> list[AnyRow]:
-    """operator: every project, oldest first."""
+    """operator, scheduler (retention): every project, oldest first."""
     return list((await conn.execute(select(projects).order_by(projects.c.created_at))).all())
 
 
@@ -80,8 +84,12 @@ async def insert_key(
     key_hash: str,
     key_prefix: str,
     budget_usd: float | None,
+    policy: str | None = None,
+    scopes: str | None = None,
+    expires_at: float | None = None,
 ) -> None:
-    """operator: a new API key (only its hash is stored)."""
+    """operator: a new API key (only its hash is stored); `policy` (JSON) narrows its
+    project's, `scopes` (None: all) and `expires_at` (None: never) as stored."""
     await conn.execute(
         insert(api_keys).values(
             id=key_id,
@@ -91,6 +99,9 @@ async def insert_key(
             key_prefix=key_prefix,
             created_at=time.time(),
             budget_usd=budget_usd,
+            policy=policy,
+            scopes=scopes,
+            expires_at=expires_at,
         )
     )
 
@@ -111,11 +122,12 @@ async def revoke_key(conn: AsyncConnection, key_id: str) -> bool:
     return result.rowcount == 1
 
 
-async def key_revoked(conn: AsyncConnection, key_id: str) -> bool:
+async def key_lapsed(conn: AsyncConnection, key_id: str, now: float) -> bool:
     """ingest (a recurring template's run, made as the key that created it): whether the key
-    `key_id` was revoked."""
-    revoked_at = (await conn.execute(select(api_keys.c.revoked_at).where(api_keys.c.id == key_id))).scalar()
-    return revoked_at is not None
+    `key_id` was revoked or has expired at `now`."""
+    query = select(api_keys.c.revoked_at, api_keys.c.expires_at).where(api_keys.c.id == key_id)
+    row = (await conn.execute(query)).first()
+    return row is None or row.revoked_at is not None or (row.expires_at is not None and row.expires_at <= now)
 
 
 async def key_exists(conn: AsyncConnection, key_id: str) -> bool:
@@ -135,19 +147,99 @@ async def keys(conn: AsyncConnection, project_id: str | None = None) -> list[Any
     return list((await conn.execute(query)).all())
 
 
-async def key_owner(conn: AsyncConnection, key_hash: str) -> AnyRow | None:
-    """Every API-serving service: (id, project_id) of the active key with this hash."""
-    query = select(api_keys.c.id, api_keys.c.project_id).where(
-        api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None)
+def _key_access_query() -> Select[Any]:
+    return select(
+        api_keys.c.id,
+        api_keys.c.project_id,
+        api_keys.c.scopes,
+        api_keys.c.expires_at,
+        api_keys.c.policy.label("key_policy"),
+        projects.c.policy.label("project_policy"),
+    ).select_from(api_keys.join(projects, projects.c.id == api_keys.c.project_id))
+
+
+async def key_owner(conn: AsyncConnection, key_hash: str, now: float) -> AnyRow | None:
+    """Every API-serving service: (id, project_id, scopes, key_policy, project_policy,
+    expires_at) of the active (not revoked, not expired at `now`) key with this hash."""
+    query = _key_access_query().where(
+        api_keys.c.key_hash == key_hash,
+        api_keys.c.revoked_at.is_(None),
+        (api_keys.c.expires_at.is_(None)) | (api_keys.c.expires_at > now),
     )
-    return (await conn.execute(query)).first()
+    row: AnyRow | None = (await conn.execute(query)).first()
+    return row
+
+
+async def key_by_id(conn: AsyncConnection, key_id: str) -> AnyRow | None:
+    """ingest (a recurring template's run, made as the key that created it): the same columns
+    as `key_owner`, of the key `key_id`, so the run gets the key's scopes and policies."""
+    row: AnyRow | None = (await conn.execute(_key_access_query().where(api_keys.c.id == key_id))).first()
+    return row
+
+
+async def set_project_policy(conn: AsyncConnection, project_id: str, policy: str | None) -> bool:
+    """operator: replace a project's policy (JSON; None: no limits); whether it exists."""
+    result = await conn.execute(update(projects).where(projects.c.id == project_id).values(policy=policy))
+    return result.rowcount == 1
+
+
+async def set_key_access(
+    conn: AsyncConnection, key_id: str, *, policy: str | None, scopes: str | None, expires_at: float | None
+) -> bool:
+    """operator: replace a key's policy, scopes and expiry; whether the key exists."""
+    result = await conn.execute(
+        update(api_keys)
+        .where(api_keys.c.id == key_id)
+        .values(policy=policy, scopes=scopes, expires_at=expires_at)
+    )
+    return result.rowcount == 1
+
+
+async def key_access(conn: AsyncConnection, key_id: str) -> AnyRow | None:
+    """operator: (policy, scopes, expires_at) of a key, to change one of them."""
+    query = select(api_keys.c.policy, api_keys.c.scopes, api_keys.c.expires_at)
+    return (await conn.execute(query.where(api_keys.c.id == key_id))).first()
+
+
+async def project_policy(conn: AsyncConnection, project_id: str) -> str | None:
+    """operator (to change part of it), scheduler (rate shares, retention): a project's
+    stored policy (JSON)."""
+    query = select(projects.c.policy).where(projects.c.id == project_id)
+    return (await conn.execute(query)).scalar()
+
+
+async def lock_budgets(db: Database, conn: AsyncConnection, key_id: str) -> AnyRow | None:
+    """ingest: (key_budget, project_budget) of a key and its project, both rows locked until
+    the transaction ends (PostgreSQL; SQLite has one writer), so that creates of one project
+    place their budget holds one at a time."""
+    row: AnyRow | None = (await conn.execute(lock_rows(db, _budgets_query(key_id)))).first()
+    return row
 
 
 async def budgets(conn: AsyncConnection, key_id: str) -> AnyRow | None:
     """ingest: (key_budget, project_budget) of a key and its project."""
-    query = (
+    row: AnyRow | None = (await conn.execute(_budgets_query(key_id))).first()
+    return row
+
+
+def _budgets_query(key_id: str) -> Select[Any]:
+    return (
         select(api_keys.c.budget_usd.label("key_budget"), projects.c.budget_usd.label("project_budget"))
         .select_from(api_keys.join(projects, projects.c.id == api_keys.c.project_id))
         .where(api_keys.c.id == key_id)
     )
-    return (await conn.execute(query)).first()
+
+
+async def running_batches_of_lapsed_keys(conn: AsyncConnection, now: float) -> list[str]:
+    """scheduler: running batches (in progress or cancelling) with open items whose API key has
+    been revoked or has expired by `now`: their remaining items must stop."""
+    lapsed = api_keys.c.revoked_at.is_not(None) | (api_keys.c.expires_at <= now)
+    has_open = (
+        select(items.c.idx).where(items.c.batch_id == batches.c.id, items.c.state.in_(ITEM_OPEN)).exists()
+    )
+    query = (
+        select(batches.c.id)
+        .select_from(batches.join(api_keys, api_keys.c.id == batches.c.api_key_id))
+        .where(batches.c.status.in_(BATCH_RUNNING), lapsed, has_open)
+    )
+    return list((await conn.execute(query)).scalars().all())

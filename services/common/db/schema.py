@@ -37,6 +37,7 @@ projects = Table(
     Column("created_at", Float, nullable=False),
     Column("budget_usd", Float, nullable=True),  # spend cap for the whole project; null = none
     Column("webhook_secret", String(80), nullable=False),  # HMAC key for this project's webhooks
+    Column("policy", Text, nullable=True),  # access_policy.Policy as JSON; null = no limits
 )
 
 api_keys = Table(
@@ -50,6 +51,9 @@ api_keys = Table(
     Column("created_at", Float, nullable=False),
     Column("revoked_at", Float, nullable=True),
     Column("budget_usd", Float, nullable=True),  # spend cap for this key; null = none
+    Column("policy", Text, nullable=True),  # narrows the project's policy; null = as the project
+    Column("scopes", String(200), nullable=True),  # space-separated; null = every scope
+    Column("expires_at", Float, nullable=True),  # refused (and its batches stopped) from then on
 )
 
 # Input files are written by ingest; results inserts the `batch_output` files it produces
@@ -116,6 +120,8 @@ batches = Table(
     Column("reasoning_tokens", BigInteger, nullable=False, server_default="0"),
     Column("cost_usd", Float, nullable=False, server_default="0"),
     Column("discount", Float, nullable=False, server_default="0"),
+    # Worst-case cost held against the key's and project's budgets while the batch is open.
+    Column("hold_usd", Float, nullable=False, server_default="0"),
     Column("webhook_url", String(2048), nullable=True),
     Column("output_expires_after_s", Integer, nullable=True),
     Column("traceparent", String(64), nullable=True),  # the create call's trace
@@ -127,6 +133,8 @@ batches = Table(
     Column("name", String(256), nullable=True),  # what the creator called it (extension)
     # A results replica writing the files holds this lease; a lapsed one means it crashed.
     Column("finalize_lease_until", Float, nullable=True),
+    # Set when retention purged its data: only this row (bookkeeping) and its usage events stay.
+    Column("purged_at", Float, nullable=True),
     Column("template_id", String(40), nullable=True),  # the recurring template that spawned it
     # A retry (POST /v1/batches/{id}/retry): the batch it re-runs and what it selected
     # (`<only or all>:<model or nothing>`), one retry batch per source and selection.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, select
+from sqlalchemy import ColumnElement, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.db.engine import AnyRow
@@ -112,3 +112,8 @@ async def event_page(
         .limit(limit)
     )
     return list((await conn.execute(query)).all())
+
+
+async def delete_of_batch(conn: AsyncConnection, batch_id: str) -> None:
+    """scheduler (retention): remove a batch's usage events once its bookkeeping period is over."""
+    await conn.execute(delete(usage_events).where(events.batch_id == batch_id))

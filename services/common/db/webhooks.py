@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import exists, insert, select, update
+from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.db.dialect import skip_locked
@@ -151,3 +151,10 @@ async def of_batch(conn: AsyncConnection, batch_id: str) -> tuple[list[AnyRow], 
         ).all()
     )
     return rows, attempts
+
+
+async def delete_of_batch(conn: AsyncConnection, batch_id: str) -> None:
+    """scheduler (retention): remove a purged batch's deliveries and their attempts."""
+    ids = select(webhook_deliveries.c.id).where(deliveries.batch_id == batch_id)
+    await conn.execute(delete(webhook_attempts).where(webhook_attempts.c.delivery_id.in_(ids)))
+    await conn.execute(delete(webhook_deliveries).where(deliveries.batch_id == batch_id))

@@ -10,7 +10,7 @@ is the same for every repeat of the round. Answer: 2xx with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -20,8 +20,15 @@ from batchgate.services.executor.tools.calls import ToolCall, ToolFailure, idemp
 from batchgate.services.executor.tools.transport import ToolTransport
 
 
-def request_headers(config: ToolConfig, key: str | None) -> dict[str, str]:
-    """The headers every tool request carries (HTTP and MCP alike)."""
+class Authorized(Protocol):
+    """A record's extension object with an `authorization` header (tool_config, workflow)."""
+
+    @property
+    def authorization(self) -> str | None: ...
+
+
+def request_headers(config: Authorized, key: str | None) -> dict[str, str]:
+    """The headers every tool request (HTTP and MCP alike) and workflow callback carries."""
     headers = {"content-type": "application/json"}
     if config.authorization is not None:
         headers["authorization"] = config.authorization

@@ -29,6 +29,7 @@ from opentelemetry import trace
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.config import Settings
 from batchgate.services.common.faults import crash_point
+from batchgate.services.common.token_usage import add_usage, usage_json
 from batchgate.services.common.tool_config import (
     InvalidToolConfig,
     ToolConfig,
@@ -87,21 +88,8 @@ class _Progress:
         if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
             return
         self.last = outcome
-        usage = self.usage = self.usage or recorder_pb2.TokenUsage()
-        usage.prompt_tokens += outcome.usage.prompt_tokens
-        usage.completion_tokens += outcome.usage.completion_tokens
-        usage.cached_tokens += outcome.usage.cached_tokens
-        usage.reasoning_tokens += outcome.usage.reasoning_tokens
-
-
-def _usage_json(usage: recorder_pb2.TokenUsage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    }
+        self.usage = self.usage or recorder_pb2.TokenUsage()
+        add_usage(self.usage, outcome.usage)
 
 
 def _finished(progress: _Progress, answer: dict[str, Any]) -> recorder_pb2.Outcome:
@@ -113,7 +101,7 @@ def _finished(progress: _Progress, answer: dict[str, Any]) -> recorder_pb2.Outco
     outcome.latency_ms = int((time.monotonic() - progress.started) * 1000)
     if progress.rounds:
         outcome.usage.CopyFrom(progress.usage)
-        body = {**answer, "usage": _usage_json(progress.usage), "batchgate": {"tool_rounds": progress.rounds}}
+        body = {**answer, "usage": usage_json(progress.usage), "batchgate": {"tool_rounds": progress.rounds}}
         outcome.response_body = orjson.dumps(body)
     return outcome
 

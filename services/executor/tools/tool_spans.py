@@ -21,7 +21,10 @@ from batchgate.services.executor.spans import safe_url
 
 
 @contextlib.contextmanager
-def _span(traced: bool, name: str, attributes: dict[str, Any], kind: SpanKind) -> Iterator[trace.Span | None]:
+def optional_span(
+    traced: bool, name: str, attributes: dict[str, Any], kind: SpanKind
+) -> Iterator[trace.Span | None]:
+    """A span of the executor's tracer when the record is traced, else None at no cost."""
     if not traced:
         yield None
         return
@@ -37,7 +40,7 @@ def model_turn(
         **telemetry.item_attributes(item.ref.batch_id, item.ref.index, item.custom_id),
         "batchgate.tool.turn": number,
     }
-    return _span(traced, "batchgate.tool.turn", attributes, SpanKind.INTERNAL)
+    return optional_span(traced, "batchgate.tool.turn", attributes, SpanKind.INTERNAL)
 
 
 def tool_round(
@@ -51,7 +54,7 @@ def tool_round(
         "batchgate.tool.calls": calls,
         "url.full": safe_url(config.url),
     }
-    return _span(traced, "batchgate.tool.round", attributes, SpanKind.INTERNAL)
+    return optional_span(traced, "batchgate.tool.round", attributes, SpanKind.INTERNAL)
 
 
 def execute_tool(traced: bool, name: str, call_id: str) -> contextlib.AbstractContextManager[Any]:
@@ -62,4 +65,4 @@ def execute_tool(traced: bool, name: str, call_id: str) -> contextlib.AbstractCo
         "gen_ai.tool.call.id": call_id,
         "gen_ai.tool.type": "function",
     }
-    return _span(traced, f"execute_tool {name}", attributes, SpanKind.INTERNAL)
+    return optional_span(traced, f"execute_tool {name}", attributes, SpanKind.INTERNAL)

@@ -76,6 +76,7 @@ def upgrade() -> None:
         sa.Column("reasoning_tokens", sa.BigInteger(), server_default="0", nullable=False),
         sa.Column("cost_usd", sa.Float(), server_default="0", nullable=False),
         sa.Column("discount", sa.Float(), server_default="0", nullable=False),
+        sa.Column("hold_usd", sa.Float(), server_default="0", nullable=False),
         sa.Column("webhook_url", sa.String(length=2048), nullable=True),
         sa.Column("output_expires_after_s", sa.Integer(), nullable=True),
         sa.Column("traceparent", sa.String(length=64), nullable=True),
@@ -84,6 +85,7 @@ def upgrade() -> None:
         sa.Column("native_failed", sa.Integer(), server_default="0", nullable=False),
         sa.Column("name", sa.String(length=256), nullable=True),
         sa.Column("finalize_lease_until", sa.Float(), nullable=True),
+        sa.Column("purged_at", sa.Float(), nullable=True),
         sa.Column("template_id", sa.String(length=40), nullable=True),
         sa.Column("retry_of", sa.String(length=40), nullable=True),
         sa.Column("retry_selection", sa.String(length=240), nullable=True),
@@ -219,6 +221,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("budget_usd", sa.Float(), nullable=True),
         sa.Column("webhook_secret", sa.String(length=80), nullable=False),
+        sa.Column("policy", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
@@ -286,6 +289,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.Column("revoked_at", sa.Float(), nullable=True),
         sa.Column("budget_usd", sa.Float(), nullable=True),
+        sa.Column("policy", sa.Text(), nullable=True),
+        sa.Column("scopes", sa.String(length=200), nullable=True),
+        sa.Column("expires_at", sa.Float(), nullable=True),
         sa.ForeignKeyConstraint(
             ["project_id"],
             ["projects.id"],

@@ -1,0 +1,392 @@
+"""Operator verbs for who may do what: `batchgate keys …` and `batchgate projects …`.
+
+They write the database directly (there is no keys REST API). A project's policy bounds every
+key of it; a key's own policy only narrows it (`batchgate.services.common.access_policy`). Policy flags
+(`--allow-models`, `--max-records`, `--max-concurrent`, `--expedited`, `--features`) are the
+same on `create` and `set-policy`; `set-policy` changes only the flags it is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from batchgate.admin_cli import settings_of, with_db
+from batchgate.exit_codes import CommandError, ExitCode
+from batchgate.guardrails_cli import add_guardrail_parser, guardrail_config
+from batchgate.services.common.access_policy import (
+    ALL_SCOPES,
+    Feature,
+    Policy,
+    Scope,
+    parse_scopes,
+    scopes_text,
+)
+from batchgate.services.common.windows import parse_window
+
+if TYPE_CHECKING:
+    from batchgate.services.common.db import AnyRow, Database
+
+
+def _amount(value: str, unset: str, what: str) -> float | None:
+    """A number of 0 or more, or the word `unset` (None)."""
+    if value.lower() == unset:
+        return None
+    amount = float(value)
+    if not amount >= 0:
+        raise argparse.ArgumentTypeError(f"{what} 0 or more, or '{unset}'")
+    return amount
+
+
+def _budget(value: str) -> float | None:
+    """A `--budget` value: USD (0 or more), or `none` for no cap."""
+    return _amount(value, "none", "a budget is a USD amount of")
+
+
+def _show_budget(budget: float | None) -> str:
+    return "no budget" if budget is None else f"budget ${budget:g}"
+
+
+def _models(value: str) -> frozenset[str] | None:
+    """`--allow-models a,b` (or `all`: no restriction)."""
+    if value.lower() == "all":
+        return None
+    return frozenset(m.strip() for m in value.split(",") if m.strip())
+
+
+def _limit(value: str) -> int | None:
+    """A `--max-…` value: a positive count, or `none`."""
+    if value.lower() == "none":
+        return None
+    count = int(value)
+    if count < 1:
+        raise argparse.ArgumentTypeError("a limit is 1 or more, or 'none'")
+    return count
+
+
+def _scopes(value: str) -> frozenset[Scope]:
+    try:
+        return ALL_SCOPES if value.lower() == "all" else parse_scopes(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _expires_in(value: str) -> float | None:
+    """`--expires-in 90s|30m|12h|7d` → seconds (or `never`)."""
+    if value.lower() == "never":
+        return None
+    try:
+        return float(parse_window(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError("a duration like 90s, 30m, 12h or 7d, or 'never'") from None
+
+
+def _features(value: str) -> frozenset[Feature]:
+    try:
+        return frozenset(Feature(f.strip()) for f in value.split(",") if f.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"features: {', '.join(Feature)} (comma-separated)") from None
+
+
+def _days(value: str) -> float | None:
+    """A `--…-days` value: 0 or more, or `default` (the setting)."""
+    return _amount(value, "default", "days are")
+
+
+def _fraction(value: str) -> float | None:
+    """A `--rate-share` value: above 0 and at most 1, or `none`."""
+    share = _amount(value, "none", "a share is")
+    if share is not None and not 0 < share <= 1:
+        raise argparse.ArgumentTypeError("a share is above 0 and at most 1, or 'none'")
+    return share
+
+
+def _yes_no(value: str) -> bool:
+    if value.lower() not in ("yes", "no"):
+        raise argparse.ArgumentTypeError("yes or no")
+    return value.lower() == "yes"
+
+
+def _policy_arguments(parser: argparse.ArgumentParser, *, project: bool) -> None:
+    """The policy flags; one not given is absent from the parsed arguments (it changes nothing)."""
+    unset = argparse.SUPPRESS
+    parser.add_argument(
+        "--allow-models", dest="allowed_models", type=_models, default=unset, help="a,b,… or all"
+    )
+    parser.add_argument(
+        "--max-records", dest="max_records", type=_limit, default=unset, help="records per batch, or none"
+    )
+    parser.add_argument(
+        "--max-concurrent",
+        dest="max_concurrent_batches",
+        type=_limit,
+        default=unset,
+        help="batches open at once, or none",
+    )
+    parser.add_argument(
+        "--expedited", type=_yes_no, default=unset, help="whether priority 'expedited' is allowed (yes|no)"
+    )
+    if project:
+        parser.add_argument(
+            "--features", type=_features, default=unset, help=f"features turned on: {', '.join(Feature)}"
+        )
+        parser.add_argument(
+            "--rate-share",
+            dest="rate_share",
+            type=_fraction,
+            default=unset,
+            help="share (0-1) of each provider's requests per minute, or none",
+        )
+        for flag, what in (("retention", "data"), ("bookkeeping", "bookkeeping")):
+            parser.add_argument(
+                f"--{flag}-days",
+                dest=f"{flag}_days",
+                type=_days,
+                default=unset,
+                help=f"days a batch's {what} is kept after it ends; 0 keeps it; default: the setting",
+            )
+
+
+POLICY_FLAGS = (
+    "allowed_models",
+    "max_records",
+    "max_concurrent_batches",
+    "features",
+    "rate_share",
+    "retention_days",
+    "bookkeeping_days",
+)
+
+
+def _apply(policy: Policy, args: argparse.Namespace) -> Policy:
+    """`policy` with the flags given on the command line changed (`all`/`none` clear one)."""
+    changes: dict[str, Any] = {name: getattr(args, name) for name in POLICY_FLAGS if hasattr(args, name)}
+    if hasattr(args, "expedited"):
+        changes["expedited"] = None if args.expedited else False
+    return replace(policy, **changes)
+
+
+def _expires_at(seconds: float | None) -> float | None:
+    return None if seconds is None else time.time() + seconds
+
+
+def _expiry(row: AnyRow) -> str:
+    if row.expires_at is None:
+        return "no expiry"
+    state = "expired" if row.expires_at <= time.time() else "expires"
+    return f"{state} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(row.expires_at))}"
+
+
+async def _project_or_exit(db: Database, name: str) -> str:
+    from batchgate.services.common import auth
+
+    project = await auth.find_project(db, name)
+    if project is None:
+        raise CommandError(ExitCode.NOT_FOUND, f"no project {name!r}")
+    return project
+
+
+def _print_key(row: AnyRow, as_json: bool) -> None:
+    state = "revoked" if row.revoked_at else "active"
+    scopes = parse_scopes(row.scopes)
+    policy = Policy.from_json(row.policy)
+    if as_json:
+        entry = {"id": row.id, "prefix": row.key_prefix, "project": row.project_name, "name": row.name}
+        entry |= {"state": state, "created_at": row.created_at, "budget_usd": row.budget_usd}
+        entry |= {
+            "scopes": sorted(scopes),
+            "expires_at": row.expires_at,
+            "policy": json.loads(policy.to_json() or "{}"),
+        }
+        print(json.dumps(entry))
+        return
+    shown_scopes = "all scopes" if scopes == ALL_SCOPES else scopes_text(scopes) or "no scopes"
+    print(
+        f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}\t"
+        f"{_show_budget(row.budget_usd)}\t{shown_scopes}\t{_expiry(row)}\t{policy.describe()}"
+    )
+
+
+def cmd_keys(args: argparse.Namespace) -> None:
+    from batchgate.services.common import auth
+    from batchgate.services.common.db import projects
+
+    settings = settings_of(args)
+
+    async def create(db: Database) -> None:
+        name = args.project or auth.DEFAULT_PROJECT_NAME
+        project = await auth.ensure_project(db, name)
+        key = await auth.create_key(
+            db,
+            project,
+            args.name,
+            args.budget,
+            policy=_apply(Policy(), args),
+            scopes=getattr(args, "scopes", ALL_SCOPES),
+            expires_at=_expires_at(getattr(args, "expires_in", None)),
+        )
+        print(key.secret)
+        print(
+            f"key {key.key_id} for project {name} ({project}); store the secret: it is not shown again",
+            file=sys.stderr,
+        )
+
+    async def listing(db: Database) -> None:
+        project = await _project_or_exit(db, args.project) if args.project else None
+        async with db.read() as conn:
+            rows = await projects.keys(conn, project)
+        for row in rows:
+            _print_key(row, args.json)
+
+    async def revoke(db: Database) -> None:
+        if not await auth.revoke_key(db, args.key_id):
+            async with db.read() as conn:
+                known = await projects.key_exists(conn, args.key_id)
+            if not known:
+                raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
+            raise CommandError(ExitCode.CONFLICT, f"key {args.key_id} is already revoked")
+        if not args.no_wait and settings.auth_cache_s > 0:
+            # Servers cache a verified key this long: once we return, no server accepts it.
+            print(
+                f"revoked {args.key_id}; waiting {settings.auth_cache_s:g} s for server caches",
+                file=sys.stderr,
+            )
+            await asyncio.sleep(settings.auth_cache_s)
+        print(f"revoked {args.key_id}")
+
+    async def set_budget(db: Database) -> None:
+        if not await auth.set_key_budget(db, args.key_id, args.budget):
+            raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
+        print(f"key {args.key_id}: {_show_budget(args.budget)}")
+
+    async def set_policy(db: Database) -> None:
+        async with db.write() as conn:
+            row = await projects.key_access(conn, args.key_id)
+            if row is None:
+                raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
+            policy = _apply(Policy.from_json(row.policy), args)
+            scopes = getattr(args, "scopes", parse_scopes(row.scopes))
+            expires_at = _expires_at(args.expires_in) if hasattr(args, "expires_in") else row.expires_at
+            await projects.set_key_access(
+                conn,
+                args.key_id,
+                policy=policy.to_json(),
+                scopes=None if scopes == ALL_SCOPES else scopes_text(scopes),
+                expires_at=expires_at,
+            )
+        print(f"key {args.key_id}: {policy.describe()}")
+
+    commands = {"create": create, "list": listing, "revoke": revoke, "set-budget": set_budget}
+    commands["set-policy"] = set_policy
+    asyncio.run(with_db(settings, commands[args.keys_command]))
+
+
+def cmd_projects(args: argparse.Namespace) -> None:
+    from batchgate.services.common import auth
+    from batchgate.services.common.db import projects
+
+    settings = settings_of(args)
+
+    async def create(db: Database) -> None:
+        project = await auth.ensure_project(db, args.name)
+        if args.budget is not None:
+            await auth.set_project_budget(db, project, args.budget)
+        await set_policy_of(db, project)
+        print(project)
+
+    async def listing(db: Database) -> None:
+        async with db.read() as conn:
+            rows = await projects.all_projects(conn)
+        for row in rows:
+            policy = Policy.from_json(row.policy)
+            print(f"{row.id}\t{row.name}\t{_show_budget(row.budget_usd)}\t{policy.describe()}")
+
+    async def set_budget(db: Database) -> None:
+        project = await _project_or_exit(db, args.project)
+        await auth.set_project_budget(db, project, args.budget)
+        print(f"project {args.project}: {_show_budget(args.budget)}")
+
+    async def set_policy_of(db: Database, project: str) -> Policy:
+        async with db.write() as conn:
+            policy = _apply(Policy.from_json(await projects.project_policy(conn, project)), args)
+            await projects.set_project_policy(conn, project, policy.to_json())
+        return policy
+
+    async def set_policy(db: Database) -> None:
+        policy = await set_policy_of(db, await _project_or_exit(db, args.project))
+        print(f"project {args.project}: {policy.describe()}")
+
+    async def set_guardrails(db: Database) -> None:
+        project = await _project_or_exit(db, args.project)
+        config = None if args.off else guardrail_config(args)
+        async with db.write() as conn:
+            policy = replace(
+                Policy.from_json(await projects.project_policy(conn, project)), guardrails=config
+            )
+            await projects.set_project_policy(conn, project, policy.to_json())
+        print(f"project {args.project}: {config.describe() if config else 'no guardrails'}")
+
+    commands = {"create": create, "list": listing, "set-budget": set_budget, "set-policy": set_policy}
+    commands["set-guardrails"] = set_guardrails
+    asyncio.run(with_db(settings, commands[args.projects_command]))
+
+
+def add_commands(sub: Any) -> None:
+    keys = sub.add_parser("keys", help="manage API keys (direct database access)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key; prints the secret")
+    create.add_argument("--project", help="project name, created if new (default: the default project)")
+    create.add_argument("--name", default="cli")
+    create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
+    key_access = keys_sub.add_parser("set-policy", help="change a key's policy, scopes or expiry")
+    key_access.add_argument("key_id")
+    for parser in (create, key_access):
+        _policy_arguments(parser, project=False)
+        parser.add_argument(
+            "--scopes",
+            type=_scopes,
+            default=argparse.SUPPRESS,
+            help=f"comma-separated: {', '.join(Scope)}; or all",
+        )
+        parser.add_argument(
+            "--expires-in",
+            dest="expires_in",
+            type=_expires_in,
+            default=argparse.SUPPRESS,
+            help="e.g. 12h, 7d, never",
+        )
+    listing = keys_sub.add_parser("list", help="list keys")
+    listing.add_argument("--project", help="only this project's keys (name or id)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per key")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key; returns once no server accepts it")
+    revoke.add_argument("key_id")
+    revoke.add_argument(
+        "--no-wait", action="store_true", help="return at once (servers may accept it for auth_cache_s)"
+    )
+    key_budget = keys_sub.add_parser("set-budget", help="set a key's spend cap ('none' removes it)")
+    key_budget.add_argument("key_id")
+    key_budget.add_argument("budget", type=_budget, help="USD, or none")
+    keys.set_defaults(func=cmd_keys)
+
+    projects_parser = sub.add_parser("projects", help="manage projects (direct database access)")
+    projects_sub = projects_parser.add_subparsers(dest="projects_command", required=True)
+    project_create = projects_sub.add_parser("create", help="create a project (if new); prints its id")
+    project_create.add_argument("name")
+    project_create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
+    projects_sub.add_parser("list", help="list projects")
+    project_budget = projects_sub.add_parser(
+        "set-budget", help="set a project's spend cap ('none' removes it)"
+    )
+    project_budget.add_argument("project", help="project name or id")
+    project_budget.add_argument("budget", type=_budget, help="USD, or none")
+    project_policy = projects_sub.add_parser("set-policy", help="change a project's policy")
+    project_policy.add_argument("project", help="project name or id")
+    for parser in (project_create, project_policy):
+        _policy_arguments(parser, project=True)
+    add_guardrail_parser(projects_sub)
+    projects_parser.set_defaults(func=cmd_projects)

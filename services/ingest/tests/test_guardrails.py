@@ -1,0 +1,74 @@
+"""PII redaction and the blocking filters, on texts (the e2e test sees them upstream)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from batchgate.services.common.config import Settings
+from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.guardrails import guardrails, redact
+from batchgate.services.ingest.validation import Accepted, Rejected
+
+ALL = frozenset(PiiKind)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mail ada@example.co.uk now", "mail [REDACTED_EMAIL] now"),
+        ("card 4111 1111 1111 1111.", "card [REDACTED_CARD]."),
+        ("card 4111-1111-1111-1112 fails Luhn", "card 4111-1111-1111-1112 fails Luhn"),
+        ("pay DE89 3704 0044 0532 0130 00 today", "pay [REDACTED_IBAN] today"),
+        ("pay DE89370400440532013000", "pay [REDACTED_IBAN]"),
+        ("bad check digits DE00370400440532013000", "bad check digits DE00370400440532013000"),
+        ("call +44 20 7946 0958 or (555) 123-4567", "call [REDACTED_PHONE] or [REDACTED_PHONE]"),
+        ("order 12345, 3 items, year 2026", "order 12345, 3 items, year 2026"),
+    ],
+)
+def test_redaction(text: str, expected: str) -> None:
+    assert redact(text, ALL) == expected
+
+
+def test_only_the_chosen_kinds_are_redacted() -> None:
+    text = "ada@example.com 4111111111111111"
+    assert redact(text, frozenset({PiiKind.EMAIL})) == "[REDACTED_EMAIL] 4111111111111111"
+
+
+def _screen(config: GuardrailConfig, body: dict[str, object], settings: Settings) -> Accepted | Rejected:
+    async def run() -> Accepted | Rejected:
+        async with guardrails(config, settings) as guard:
+            assert guard is not None
+            return await guard.screen(Accepted("c1", orjson.dumps(body), "m"))
+
+    return asyncio.run(run())
+
+
+def test_blocks_name_their_rule_and_redaction_reaches_every_text_part() -> None:
+    settings = load_settings(environ={})
+    config = GuardrailConfig(
+        block_keywords=("Forbidden",), block_patterns=(("ticket", r"TCK-\d{4}"),), redact=ALL
+    )
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "write to ada@example.com"},
+            {"role": "user", "content": [{"type": "text", "text": "IBAN GB82 WEST 1234 5698 7654 32"}]},
+        ],
+        "metadata_like": "ada@example.com stays: not a message text",
+    }
+    screened = _screen(config, body, settings)
+    assert isinstance(screened, Accepted)
+    sent = orjson.loads(screened.body)
+    assert sent["messages"][0]["content"] == "write to [REDACTED_EMAIL]"
+    assert sent["messages"][1]["content"][0]["text"] == "IBAN [REDACTED_IBAN]"
+    assert sent["metadata_like"] == body["metadata_like"]
+    blocked = _screen(config, {"messages": [{"role": "user", "content": "this is forbidden."}]}, settings)
+    assert blocked == Rejected(
+        "guardrail_blocked", "The record was blocked by the guardrail rule 'keyword:forbidden'.", "c1"
+    )
+    blocked = _screen(config, {"messages": [{"role": "user", "content": "see TCK-1234"}]}, settings)
+    assert isinstance(blocked, Rejected) and "'regex:ticket'" in blocked.message

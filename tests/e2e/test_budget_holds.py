@@ -1,0 +1,122 @@
+"""Budget holds through the `openai` SDK (README "Budget holds"): a create holds its batch's
+worst-case cost against what its key and project have left; 402 names the hold and the
+remainder; an open batch's hold counts as spent; once the batch ends only its real cost counts;
+two creates at once never both pass on the same remainder."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.e2e.ingest_client import Answer, create_batch, from_file, upload_records
+from tests.e2e.test_keys_and_budgets import cli, new_key
+from tests.execution_support import private_stack
+from tests.support import RunningStack, chat_records, db_rows, wait_for_batch
+
+MAX_TOKENS = 2000
+# gpt-4o-mini on the simulator: $0.60 per million output tokens, 50% batch discount.
+OUTPUT_HOLD_PER_RECORD = MAX_TOKENS * 0.6 / 1_000_000 * 0.5
+
+
+def slow_records(n: int, prefix: str) -> list[dict[str, Any]]:
+    return chat_records(n, prefix=prefix, max_tokens=MAX_TOKENS, x_sim={"delay_ms": 3000})
+
+
+def hold_of(stack: RunningStack, project: str, key_id: str, input_file: str) -> float:
+    """The hold a create of `input_file` asks for, read from the 402 of a tiny budget."""
+    cli(stack, "keys", "set-budget", key_id, "0.000000001")
+    error = create_batch("sdk", stack, from_file(input_file), project).expect_error(
+        402, "key_budget_exceeded"
+    )
+    assert error["type"] == "billing_error" and error["remaining_usd"] == 0
+    return float(error["hold_usd"])
+
+
+def test_a_hold_that_does_not_fit_is_402_naming_it_and_the_remainder(shared_stack: RunningStack) -> None:
+    project = f"hold-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project)
+    input_file = upload_records(shared_stack, slow_records(4, project), project)
+    hold = hold_of(shared_stack, project, key_id, input_file)
+    # Output allowance of every record at the discounted price, plus a little estimated input.
+    assert 4 * OUTPUT_HOLD_PER_RECORD < hold < 4 * OUTPUT_HOLD_PER_RECORD * 1.01
+    before = db_rows(
+        shared_stack.database_url, "SELECT count(*) FROM batches WHERE api_key_id = :k", k=key_id
+    )
+
+    cli(shared_stack, "keys", "set-budget", key_id, repr(hold * 1.5))
+    first = create_batch("sdk", shared_stack, from_file(input_file), project)
+    assert first.status == 200
+    # The first batch is running: its hold counts as spent, so the same batch does not fit again.
+    second = create_batch("http", shared_stack, from_file(input_file), project)
+    error = second.expect_error(402, "key_budget_exceeded")
+    assert error["hold_usd"] == pytest.approx(hold, rel=1e-6)
+    assert error["remaining_usd"] == pytest.approx(hold * 0.5, rel=1e-3)
+    assert f"${hold:.6f}" in error["message"]
+    after = db_rows(shared_stack.database_url, "SELECT count(*) FROM batches WHERE api_key_id = :k", k=key_id)
+    assert after[0][0] == before[0][0] + 1  # the refused create left nothing
+
+    # Settled: the hold is released and only the real (much smaller) cost stays spent.
+    client = shared_stack.client(project)
+    done = wait_for_batch(client, first.body["id"], timeout_s=60)
+    assert done.status == "completed"
+    spent = db_rows(
+        shared_stack.database_url, "SELECT sum(cost_usd) FROM usage_events WHERE api_key_id = :k", k=key_id
+    )[0][0]
+    assert 0 < spent < hold / 10
+    assert create_batch("sdk", shared_stack, from_file(input_file), project).status == 200
+
+
+def test_the_project_budget_holds_across_its_keys(shared_stack: RunningStack) -> None:
+    project = f"phold-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project)
+    input_file = upload_records(shared_stack, slow_records(2, project), project)
+    hold = hold_of(shared_stack, project, key_id, input_file)
+    cli(shared_stack, "keys", "set-budget", key_id, "none")
+    cli(shared_stack, "projects", "set-budget", project, repr(hold * 1.9))
+    assert create_batch("sdk", shared_stack, from_file(input_file), project).status == 200
+    new_key(shared_stack, project)  # another key of the same project
+    other_file = upload_records(shared_stack, slow_records(2, project + "b"), project)
+    with pytest.raises(openai.APIStatusError) as caught:
+        shared_stack.client(project).batches.create(
+            input_file_id=other_file, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+    assert (caught.value.status_code, caught.value.code) == (402, "project_budget_exceeded")
+    assert caught.value.body["remaining_usd"] == pytest.approx(hold * 0.9, rel=1e-3)
+
+
+def test_concurrent_creates_never_both_pass_on_one_remainder(db_kind: str, tmp_path: Path) -> None:
+    """Each create pauses a second between reading the remainder and holding its share
+    (`pause:` fault point): without the row lock, every one of them would pass."""
+    with private_stack(db_kind, tmp_path, BATCHGATE_CRASH_AT="pause:ingest.create.hold_checked") as stack:
+        project = "default"
+        key_id = new_key(stack, project)
+        records = chat_records(3, prefix="race", max_tokens=MAX_TOKENS, x_sim={"delay_ms": 15_000})
+        input_file = upload_records(stack, records, project)
+        hold = hold_of(stack, project, key_id, input_file)
+        cli(stack, "keys", "set-budget", key_id, repr(hold * 2.5))  # room for two holds, not three
+        attempts = 4
+        answers: list[Answer] = []
+        start = threading.Barrier(attempts)
+
+        def create() -> None:
+            start.wait()
+            answers.append(create_batch("http", stack, from_file(input_file), project))
+
+        threads = [threading.Thread(target=create) for _ in range(attempts)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert sorted(a.status for a in answers) == [200, 200] + [402] * (attempts - 2)
+        assert {a.error["code"] for a in answers if a.status == 402} == {"key_budget_exceeded"}
+        held = db_rows(
+            stack.database_url,
+            "SELECT count(*), sum(hold_usd) FROM batches WHERE api_key_id = :k AND status <> 'validating'",
+            k=key_id,
+        )[0]
+        assert held[0] == 2 and held[1] == pytest.approx(hold * 2, rel=1e-3)
