@@ -75,3 +75,25 @@ def test_a_dry_run_applies_the_policy_and_reports_the_hold_without_placing_it(
     assert over["hold_usd"] == fits["hold_usd"]
     assert over["hold_verdict"] == "key_budget_exceeded" and "holds up to" in str(over["hold_message"])
     assert stored(shared_stack) == before  # no hold, no batch
+
+
+def test_guardrails_screen_message_batch_requests(shared_stack: RunningStack) -> None:
+    project = _project(shared_stack, "mb-guard")
+    cli(shared_stack, "projects", "set-guardrails", project, "--block-keywords", "forbidden")
+    new_key(shared_stack, project)
+    client = sdk(shared_stack, project)
+    with pytest.raises(anthropic.BadRequestError) as blocked:
+        client.messages.batches.create(
+            requests=[{"custom_id": "x", "params": params(NATIVE, "a Forbidden word")}]
+        )
+    (rejection,) = blocked.value.body["error"]["rejected_records"]
+    assert (rejection["code"], rejection["custom_id"]) == ("guardrail_blocked", "x")
+    assert "keyword:forbidden" in rejection["message"]
+    system = [{"type": "text", "text": "never say forbidden"}]
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.batches.create(
+            requests=[{"custom_id": "y", "params": params(NATIVE, "hello", system=system)}]
+        )
+    assert client.messages.batches.create(
+        requests=[{"custom_id": "z", "params": params(NATIVE, "hello")}]
+    ).id.startswith("msgbatch_")
