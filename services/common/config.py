@@ -10,7 +10,6 @@ test fails when they are stale. Values are loaded and checked by
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -371,18 +370,6 @@ class Settings:
         return self.batch_discount_expedited if priority_tier else self.batch_discount_standard
 
     @property
-    def webhook_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-        return _networks(self.webhook_allowed_networks)
-
-    @property
-    def tool_allowed_network_list(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-        """Where tool servers may be; by default where webhooks may go."""
-        raw = self.tool_allowed_networks.strip()
-        if not raw:
-            return self.webhook_allowed_network_list
-        return () if raw.lower() == "none" else _networks(raw)
-
-    @property
     def base_url(self) -> str:
         return self.public_base_url or f"http://{self.host}:{self.port}"
 
@@ -395,11 +382,6 @@ class Settings:
     @property
     def uses_simulator(self) -> bool:
         return any(p.name == SIMULATED_PROVIDER for p in self.providers)
-
-
-def _networks(raw: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    """Comma-separated CIDRs."""
-    return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
 
 
 def env_fields() -> list[dataclasses.Field[Any]]:

@@ -24,6 +24,7 @@ from batchgate.services.common.catalogue import (
     simulated_catalogue,
 )
 from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields
+from batchgate.services.common.webhook_urls import tool_networks, webhook_networks
 from batchgate.services.common.windows import parse_window
 
 MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
@@ -108,10 +109,10 @@ def _check_values(settings: Settings) -> None:
     if not 0 <= settings.metrics_port <= 65535:
         raise ValueError("metrics_port must be a port number (0: off)")
     try:
-        _ = settings.webhook_allowed_network_list
+        webhook_networks(settings)
     except ValueError as exc:
         raise ValueError(f"webhook_allowed_networks: {exc}") from None
     try:
-        _ = settings.tool_allowed_network_list
+        tool_networks(settings)
     except ValueError as exc:
         raise ValueError(f"tool_allowed_networks: {exc}") from None

@@ -32,6 +32,24 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+def networks(raw: str) -> tuple[Network, ...]:
+    """Comma-separated CIDRs (a bad one raises ValueError: loading checks them at start)."""
+    return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in raw.split(",") if n.strip())
+
+
+def webhook_networks(settings: Settings) -> tuple[Network, ...]:
+    """Where webhooks (and guardrails' moderation endpoints) may go besides public addresses."""
+    return networks(settings.webhook_allowed_networks)
+
+
+def tool_networks(settings: Settings) -> tuple[Network, ...]:
+    """Where tool servers and workflow callbacks may be; by default where webhooks may go."""
+    raw = settings.tool_allowed_networks.strip()
+    if not raw:
+        return webhook_networks(settings)
+    return () if raw.lower() == "none" else networks(raw)
+
+
 class RefusedUrl(ValueError):
     """The URL may not be called; the message says why (safe to show to its owner)."""
 
@@ -91,7 +109,7 @@ async def check_webhook_url(url: str, settings: Settings) -> None:
     if not url:
         return
     try:
-        await allowed_addresses(url, settings.webhook_allowed_network_list)
+        await allowed_addresses(url, webhook_networks(settings))
     except RefusedUrl as exc:
         raise errors.invalid(f"Invalid 'webhook_url': {exc}", "invalid_webhook_url", "webhook_url") from None
 

@@ -69,14 +69,6 @@ from batchgate.v1 import batches_pb2
 
 log = logging.getLogger(__name__)
 
-ERROR_PREVIEW_BYTES = 5000
-UTF8_BOM = b"\xef\xbb\xbf"
-MIN_OUTPUT_EXPIRY_S = 3600
-MAX_OUTPUT_EXPIRY_S = 30 * 86400
-METADATA_MAX_PAIRS = 16
-METADATA_MAX_KEY = 64
-METADATA_MAX_VALUE = 512
-
 
 @dataclass
 class CreateResult:

@@ -27,7 +27,12 @@ from stdnum import iban, luhn
 
 from batchgate.services.common.config import Settings
 from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
-from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
+from batchgate.services.common.webhook_urls import (
+    GuardedResolver,
+    RefusedUrl,
+    allowed_addresses,
+    webhook_networks,
+)
 from batchgate.services.ingest.validation import Accepted, Rejected
 
 BLOCKED_CODE = "guardrail_blocked"
@@ -199,7 +204,7 @@ async def guardrails(config: GuardrailConfig | None, settings: Settings) -> Asyn
     if not config.moderation_url:
         yield Guardrails(filters)
         return
-    allowed = settings.webhook_allowed_network_list
+    allowed = webhook_networks(settings)
     try:
         await asyncio.wait_for(allowed_addresses(config.moderation_url, allowed), config.moderation_timeout_s)
         url_ok = True

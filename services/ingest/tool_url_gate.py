@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from batchgate.services.common.config import Settings
-from batchgate.services.common.webhook_urls import RefusedUrl, allowed_addresses, split_url
+from batchgate.services.common.webhook_urls import RefusedUrl, allowed_addresses, split_url, tool_networks
 from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
 from batchgate.services.common.workflow_config import WORKFLOW_KEY
 from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE
@@ -40,7 +40,7 @@ class ToolUrlGate:
             if len(self._verdicts) >= MAX_HOSTS:
                 return f"a batch may name at most {MAX_HOSTS} tool servers (host and port)."
             try:
-                await allowed_addresses(url, self.settings.tool_allowed_network_list)
+                await allowed_addresses(url, tool_networks(self.settings))
                 self._verdicts[host] = None
             except RefusedUrl as exc:
                 self._verdicts[host] = str(exc).replace("webhooks go to", "tool servers must be at")

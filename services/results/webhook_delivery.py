@@ -24,7 +24,12 @@ import aiohttp
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, projects, webhooks
 from batchgate.services.common.states import DeliveryStatus
-from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, allowed_addresses
+from batchgate.services.common.webhook_urls import (
+    GuardedResolver,
+    RefusedUrl,
+    allowed_addresses,
+    webhook_networks,
+)
 from batchgate.services.results.webhook_events import signed_headers
 
 log = logging.getLogger(__name__)
@@ -54,7 +59,7 @@ class WebhookDeliverer:
     def __init__(self, settings: Settings, db: Database) -> None:
         self._settings = settings
         self._db = db
-        self._allowed = settings.webhook_allowed_network_list
+        self._allowed = webhook_networks(settings)
         self._wake = asyncio.Event()
         self._in_flight: set[asyncio.Task[None]] = set()
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import bpe_openai
@@ -14,9 +16,28 @@ import pytest
 from sqlalchemy import func, select
 
 from batchgate.services.common.db.schema import batches, blobs, files, idempotency_keys, items, usage_events
-from tests.support import RunningStack, add_project, chat_records, db_rows, jsonl, run_cli, upload
+from tests.support import (
+    RunningStack,
+    add_project,
+    chat_records,
+    db_rows,
+    fresh_database,
+    jsonl,
+    run_cli,
+    running_stack,
+    upload,
+)
 
 TABLES = (batches, items, files, blobs, idempotency_keys, usage_events)
+
+
+@pytest.fixture(scope="module")
+def quiet_stack(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """A stack of this module's own: the row counts below see whole tables, and on the shared
+    stack an earlier test's batch finishing meanwhile adds rows to them."""
+    tmp: Path = tmp_path_factory.mktemp(f"dry-run-{db_kind}")
+    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, projects=("default", "other")) as stack:
+        yield stack
 
 
 def stored(stack: RunningStack) -> dict[str, int]:
@@ -32,13 +53,13 @@ def cookbook_tokens(messages: list[dict[str, Any]]) -> int:
     return total
 
 
-def test_dry_run_estimates_with_the_real_tokenizer_and_stores_nothing(shared_stack: RunningStack) -> None:
-    client = shared_stack.client()
+def test_dry_run_estimates_with_the_real_tokenizer_and_stores_nothing(quiet_stack: RunningStack) -> None:
+    client = quiet_stack.client()
     records = chat_records(4, prefix=f"dry-{time.time_ns()}", max_completion_tokens=50)
     del records[2]["body"]["max_completion_tokens"]  # → the provider's default_max_tokens
     records.append({"custom_id": "broken", "method": "POST"})  # rejected alone
     source = upload(client, records)
-    before = stored(shared_stack)
+    before = stored(quiet_stack)
 
     batch = client.batches.create(
         input_file_id=source.id,
@@ -48,7 +69,7 @@ def test_dry_run_estimates_with_the_real_tokenizer_and_stores_nothing(shared_sta
         extra_body={"dry_run": True},
         extra_headers={"Idempotency-Key": f"dry-{time.time_ns()}"},
     )
-    assert stored(shared_stack) == before  # no batch, item, file, blob, key or usage row
+    assert stored(quiet_stack) == before  # no batch, item, file, blob, key or usage row
 
     extra = batch.model_extra
     assert extra["dry_run"] is True and batch.id == "" and batch.status == "validating"
@@ -59,16 +80,16 @@ def test_dry_run_estimates_with_the_real_tokenizer_and_stores_nothing(shared_sta
     expected_input = sum(cookbook_tokens(r["body"]["messages"]) for r in records[:4])
     assert estimate["tokenizer"] == "o200k_base" and estimate["input_tokens"] == expected_input
     assert estimate["max_output_tokens"] == 3 * 50 + 4096
-    net = (1 - shared_stack.settings.batch_discount(0)) / 1e6
+    net = (1 - quiet_stack.settings.batch_discount(0)) / 1e6
     assert estimate["cost_min"] == pytest.approx(expected_input * 0.15 * net)
     assert estimate["cost_max"] == pytest.approx((expected_input * 0.15 + (150 + 4096) * 0.6) * net)
     assert estimate["currency"] == "usd"
     assert all(b.id for b in client.batches.list(limit=5).data)  # nothing new is listed
 
 
-def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(shared_stack: RunningStack) -> None:
-    client = shared_stack.client()
-    before = stored(shared_stack)
+def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(quiet_stack: RunningStack) -> None:
+    client = quiet_stack.client()
+    before = stored(quiet_stack)
     with pytest.raises(openai.BadRequestError) as caught:
         client.post(
             "/batches",
@@ -85,8 +106,8 @@ def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(shared_stack: 
         client.post("/batches", body={"model": "nope", "dry_run": True, "requests": [{}]}, cast_to=dict)
     assert caught.value.code == "model_not_found"
     project = f"dry-broke-{time.time_ns()}"
-    add_project(shared_stack, project, budget_usd=0.0)
-    broke = shared_stack.client(project)
+    add_project(quiet_stack, project, budget_usd=0.0)
+    broke = quiet_stack.client(project)
     with pytest.raises(openai.APIStatusError) as spent:
         broke.post(
             "/batches",
@@ -94,21 +115,21 @@ def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(shared_stack: 
             cast_to=dict,
         )
     assert spent.value.status_code == 402
-    assert stored(shared_stack) == before
+    assert stored(quiet_stack) == before
 
 
 def test_models_without_an_offline_tokenizer_get_the_documented_approximation(
-    shared_stack: RunningStack,
+    quiet_stack: RunningStack,
 ) -> None:
     text = "Bonjour, ceci est un test d'estimation."
     answer = httpx.post(
-        f"{shared_stack.base_url}/batches",
+        f"{quiet_stack.base_url}/batches",
         json={
             "model": "claude-haiku-4-5",
             "dry_run": True,
             "requests": [{"messages": [{"role": "user", "content": text}], "max_tokens": 10}],
         },
-        headers={"Authorization": f"Bearer {shared_stack.keys['default']}"},
+        headers={"Authorization": f"Bearer {quiet_stack.keys['default']}"},
         timeout=60,
     )
     assert answer.status_code == 200, answer.text
@@ -118,11 +139,11 @@ def test_models_without_an_offline_tokenizer_get_the_documented_approximation(
     assert estimate["max_output_tokens"] == 10
 
 
-def test_cli_dry_run_prints_a_summary_and_creates_nothing(shared_stack: RunningStack, tmp_path: Any) -> None:
+def test_cli_dry_run_prints_a_summary_and_creates_nothing(quiet_stack: RunningStack, tmp_path: Any) -> None:
     path = tmp_path / "input.jsonl"
     path.write_bytes(jsonl(chat_records(3, prefix=f"dry-cli-{time.time_ns()}")))
-    before = stored(shared_stack)
-    env = {"BATCHGATE_BASE_URL": shared_stack.base_url, "BATCHGATE_API_KEY": shared_stack.keys["default"]}
+    before = stored(quiet_stack)
+    env = {"BATCHGATE_BASE_URL": quiet_stack.base_url, "BATCHGATE_API_KEY": quiet_stack.keys["default"]}
     answer = run_cli(
         "batches",
         "create",
@@ -136,4 +157,4 @@ def test_cli_dry_run_prints_a_summary_and_creates_nothing(shared_stack: RunningS
     assert answer.returncode == 0, answer.stderr
     assert "input tokens" in answer.stdout and "o200k_base" in answer.stdout and "usd" in answer.stdout
     assert "records" in answer.stdout and "3 (0 rejected)" in answer.stdout
-    assert stored(shared_stack) == before  # not even the upload
+    assert stored(quiet_stack) == before  # not even the upload

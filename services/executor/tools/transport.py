@@ -19,7 +19,13 @@ from dataclasses import dataclass
 import aiohttp
 
 from batchgate.services.common.config import Settings
-from batchgate.services.common.webhook_urls import GuardedResolver, RefusedUrl, address_allowed, split_url
+from batchgate.services.common.webhook_urls import (
+    GuardedResolver,
+    RefusedUrl,
+    address_allowed,
+    split_url,
+    tool_networks,
+)
 from batchgate.services.executor import spans
 from batchgate.services.executor.tools.calls import ToolFailure
 
@@ -40,7 +46,7 @@ class ToolAnswer:
 
 class ToolTransport:
     def __init__(self, settings: Settings) -> None:
-        self._allowed = settings.tool_allowed_network_list
+        self._allowed = tool_networks(settings)
         self._limit = settings.executor_concurrency
         self._session: aiohttp.ClientSession | None = None
 
