@@ -32,8 +32,8 @@ def main() -> None:
     parser.add_argument(
         "--baselines",
         type=lambda t: [b for b in t.split(",") if b],
-        default=["httpx", "httpx+aiohttp"],
-        help="throughput: direct clients to compare with (httpx, httpx+aiohttp)",
+        default=["aiohttp", "httpx+aiohttp"],
+        help="throughput: direct clients to compare with (aiohttp, the baseline; httpx, httpx+aiohttp)",
     )
     parser.add_argument(
         "--headroom-concurrency",

@@ -102,10 +102,7 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
                                 sdk_batch(stack, input_path, workdir / "out.jsonl").items_per_s
                             )
                         else:
-                            transport = "aiohttp" if step == "httpx+aiohttp" else "httpx"
-                            rates[step].append(
-                                _direct(input_path, workdir, upstream, args.concurrency, transport)
-                            )
+                            rates[step].append(_direct(input_path, workdir, upstream, args.concurrency, step))
                 b = median(rates["batchgate"])
                 row: dict[str, Any] = {
                     "latency_ms": latency,
