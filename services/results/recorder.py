@@ -133,17 +133,16 @@ class Recorder:
             ],
         )
         succeeded = sum(1 for r in rows if r["state"] == ItemState.SUCCEEDED)
-        counts = await batches.add_outcomes(
-            conn,
-            batch_id,
-            succeeded=succeeded,
-            failed=len(rows) - succeeded,
+        added = batches.OutcomeCounts(
+            completed_count=succeeded,
+            failed_count=len(rows) - succeeded,
             input_tokens=sum(r["prompt_tokens"] for r in rows),
             cached_tokens=sum(r["cached_tokens"] for r in rows),
             output_tokens=sum(r["completion_tokens"] for r in rows),
             reasoning_tokens=sum(r["reasoning_tokens"] for r in rows),
             cost_usd=sum(r["cost_usd"] for r in rows),
         )
+        counts = await batches.add_outcomes(conn, batch_id, added)
         summary.accepted += len(rows)
         if counts.completed_count + counts.failed_count >= batch.total:
             summary.settled.append(batch_id)

@@ -22,9 +22,10 @@ from batchgate.services.common.db import Database, batches, projects, queue
 from batchgate.services.common.db.dialect import notify
 from batchgate.services.common.db.queue import Ref
 from batchgate.services.common.states import BatchStatus, ItemErrorCode, ItemState
+from batchgate.services.scheduler.candidates import CandidateCache
 from batchgate.services.scheduler.fairness import Candidate, allocate, top_group
 from batchgate.services.scheduler.rate_shares import RateShares
-from batchgate.services.scheduler.work_signal import WORK_CHANNEL
+from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 __all__ = ["Closing", "Lease", "Queue", "Ref", "Request", "SessionLost", "Stopped"]
 
@@ -131,29 +132,38 @@ def _lease(row: Any, runnable: _Runnable) -> Lease:
 
 
 class Queue:
-    def __init__(self, db: Database, lease_ttl_s: float, shares: RateShares | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        lease_ttl_s: float,
+        shares: RateShares | None = None,
+        signal: WorkSignal | None = None,
+    ) -> None:
+        """`signal` is woken whenever work appears: the candidate batches are re-read only
+        then (without one, at every lease)."""
         self._db = db
         self._ttl = lease_ttl_s
         self._rotation = 0
         self._shares = shares
         """Projects' shares of the providers' request budgets (None: no project is limited)."""
+        self._candidates = CandidateCache(signal, self._runnable)
 
     @property
     def lease_ttl_s(self) -> float:
         return self._ttl
 
-    async def _runnable(self, now: float) -> list[_Runnable]:
+    async def _runnable(self) -> dict[str, _Runnable]:
         """The batches a lease may draw from, at most CANDIDATE_BATCHES of them."""
         async with self._db.read() as conn:
-            rows = await queue.runnable(conn, now, CANDIDATE_BATCHES)
-        return [
-            _Runnable(
+            rows = await queue.runnable(conn, time.time(), CANDIDATE_BATCHES)
+        return {
+            r.id: _Runnable(
                 Candidate(r.id, r.project_id, r.priority_tier, r.priority, r.created_at),
                 r.endpoint,
                 r.model or "",
             )
             for r in rows
-        ]
+        }
 
     async def lease(
         self,
@@ -170,7 +180,7 @@ class Queue:
             found = await self._leased_by_request(executor_id, request.request_id)
             if found:
                 return found
-        runnable = {r.candidate.batch_id: r for r in await self._runnable(now)}
+        runnable = await self._candidates.get()
         best = top_group([r.candidate for r in runnable.values()])
         if not best or (max_items <= 0 and not _outranks(best[0], request.outrank)):
             return []
@@ -205,9 +215,12 @@ class Queue:
                 info = runnable[candidate.batch_id]
 
                 async def take(count: int, batch_id: str = candidate.batch_id) -> list[Any]:
-                    return await queue.lease_from(
+                    rows = await queue.lease_from(
                         self._db, conn, batch_id, count, executor_id, request.request_id, now
                     )
+                    if len(rows) < count:  # ran dry, or stopped running
+                        self._candidates.drop(batch_id)
+                    return rows
 
                 if self._shares is None:
                     rows = await take(share)

@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 
 def build(settings: Settings, db: Database) -> ServiceHost:
-    queue = Queue(db, settings.lease_ttl_s, RateShares(db, settings))
     signal = WorkSignal()
+    queue = Queue(db, settings.lease_ttl_s, RateShares(db, settings), signal)
     results_channel = rpc_client.channel(settings, "results", caller="scheduler")
     recorder = recorder_pb2_grpc.RecorderServiceStub(results_channel)
 

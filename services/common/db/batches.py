@@ -22,13 +22,13 @@ passed); finalizing applies it.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict
 
-from sqlalchemy import ColumnElement, case, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, bindparam, case, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
-from batchgate.services.common.db.dialect import json_object_has, lock_rows
+from batchgate.services.common.db.dialect import PerDialect, json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
 from batchgate.services.common.db.usage import UsageFilter
@@ -294,43 +294,48 @@ async def status_of(conn: AsyncConnection, batch_id: str) -> str | None:
 # --- results ------------------------------------------------------------------------------------
 
 
+_LOCK_FOR_RECORD = PerDialect(
+    lambda db: lock_rows(
+        db,
+        select(batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total).where(
+            batches.c.id == bindparam("p_batch")
+        ),
+    )
+)
+
+
 async def lock_for_record(db: Database, conn: AsyncConnection, batch_id: str) -> AnyRow | None:
     """results: (project_id, api_key_id, discount, total) of a batch whose outcomes are being
     recorded, its row locked first (PostgreSQL) so that recording and closing cannot deadlock."""
-    query = select(batches.c.project_id, batches.c.api_key_id, batches.c.discount, batches.c.total)
-    row: AnyRow | None = (await conn.execute(lock_rows(db, query.where(batches.c.id == batch_id)))).first()
+    row: AnyRow | None = (await conn.execute(_LOCK_FOR_RECORD(db), {"p_batch": batch_id})).first()
     return row
 
 
-async def add_outcomes(
-    conn: AsyncConnection,
-    batch_id: str,
-    *,
-    succeeded: int,
-    failed: int,
-    input_tokens: int,
-    cached_tokens: int,
-    output_tokens: int,
-    reasoning_tokens: int,
-    cost_usd: float,
-) -> AnyRow:
+class OutcomeCounts(TypedDict):
+    """What one recorded group adds to its batch's counters (the columns' names)."""
+
+    completed_count: int
+    failed_count: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    cost_usd: float
+
+
+_ADD_OUTCOMES = (
+    update(batches)
+    .where(batches.c.id == bindparam("p_batch"))
+    .values({c: batches.c[c] + bindparam(f"p_{c}") for c in OutcomeCounts.__annotations__})
+    .returning(batches.c.completed_count, batches.c.failed_count)
+)
+
+
+async def add_outcomes(conn: AsyncConnection, batch_id: str, added: OutcomeCounts) -> AnyRow:
     """results: fold recorded outcomes into the counters; returns the new (completed_count,
     failed_count)."""
-    result = await conn.execute(
-        update(batches)
-        .where(batches.c.id == batch_id)
-        .values(
-            completed_count=batches.c.completed_count + succeeded,
-            failed_count=batches.c.failed_count + failed,
-            input_tokens=batches.c.input_tokens + input_tokens,
-            cached_tokens=batches.c.cached_tokens + cached_tokens,
-            output_tokens=batches.c.output_tokens + output_tokens,
-            reasoning_tokens=batches.c.reasoning_tokens + reasoning_tokens,
-            cost_usd=batches.c.cost_usd + cost_usd,
-        )
-        .returning(batches.c.completed_count, batches.c.failed_count)
-    )
-    return result.one()
+    params = {"p_batch": batch_id, **{f"p_{column}": value for column, value in added.items()}}
+    return (await conn.execute(_ADD_OUTCOMES, params)).one()
 
 
 async def claim_finalize(conn: AsyncConnection, batch_id: str, lease_until: float) -> AnyRow | None:

@@ -8,6 +8,9 @@
 - Leader election for maintenance: a session advisory lock on PostgreSQL; on SQLite the
   single writer process is the leader.
 - Bulk inserts: `COPY` on PostgreSQL; Core executemany on SQLite.
+- The hot path's statements are built once per dialect (`PerDialect`), with bound
+  parameters; one statement over many rows (`DriverMany`) is compiled once per dialect and
+  its rows handed to the driver's executemany as tuples.
 - Matching a key (and value) inside a JSON-object text column: `jsonb` operators on
   PostgreSQL, `json_each` on SQLite.
 - Upserts: `INSERT … ON CONFLICT` in each dialect's spelling.
@@ -18,13 +21,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Insert, Select, Table, any_, cast, func, literal, select, text
+from sqlalchemy import (
+    ClauseElement,
+    ColumnElement,
+    Insert,
+    Select,
+    Table,
+    any_,
+    cast,
+    func,
+    literal,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from batchgate.services.common.db.engine import Database
 
@@ -56,6 +73,63 @@ async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) ->
         driver = (await conn.get_raw_connection()).driver_connection
         assert driver is not None
         await driver.executemany(statement, records)
+
+
+S = TypeVar("S")
+
+
+class PerDialect(Generic[S]):
+    """A statement built once for each dialect by `build(db)`, then reused with bound parameters.
+
+    Building a Core statement costs more than SQLite takes to run it: the lease UPDATE's
+    construction and cache key took ~0.4 ms of Python per call, its execution ~0.1 ms. A
+    statement object built once keeps its memoized cache key, so each call only binds its
+    parameters and finds the compiled form in SQLAlchemy's cache.
+    """
+
+    def __init__(self, build: Callable[[Database], S]) -> None:
+        self._build = build
+        self._built: dict[str, S] = {}
+
+    def __call__(self, db: Database) -> S:
+        found = self._built.get(db.dialect)
+        if found is None:
+            found = self._built[db.dialect] = self._build(db)
+        return found
+
+
+class DriverMany:
+    """One statement run for many parameter rows straight through the driver's executemany.
+
+    SQLAlchemy processes every parameter of every row of a Core executemany in Python
+    (`construct_params`, bind processors): on the recorder's path, a fifth of the core's CPU
+    per item. The statement stays a Core construct (one source for its SQL); it is compiled
+    once per dialect, and each row's dict becomes a tuple in the compiled parameter order,
+    with the statement's own literals (say `state = 'queued'`) filled in from the compile.
+    Rows must hold values of the column's Python type already (no bind processing runs).
+    """
+
+    def __init__(self, statement: ClauseElement) -> None:
+        self._statement = statement
+        self._compiled: dict[str, tuple[str, list[str], dict[str, Any]]] = {}
+
+    def _compile(self, dialect: Dialect) -> tuple[str, list[str], dict[str, Any]]:
+        found = self._compiled.get(dialect.name)
+        if found is None:
+            compiled = self._statement.compile(dialect=dialect)
+            assert isinstance(compiled, SQLCompiler)
+            assert compiled.positiontup is not None, "a positional paramstyle (qmark, numeric_dollar)"
+            found = (compiled.string, list(compiled.positiontup), dict(compiled.params))
+            self._compiled[dialect.name] = found
+        return found
+
+    async def run(self, conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run the statement once per row, in `conn`'s transaction."""
+        if not rows:
+            return
+        sql, names, fixed = self._compile(conn.dialect)
+        records = [tuple(row[n] if n in row else fixed[n] for n in names) for row in rows]
+        await conn.exec_driver_sql(sql, records)
 
 
 def upsert(

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from batchgate.services.common.db.dialect import insert_rows, lock_rows
+from batchgate.services.common.db.dialect import DriverMany, PerDialect, insert_rows, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import items
 from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, ItemState
@@ -33,7 +33,7 @@ LINE_COLUMNS = (
 )
 
 # One outcome over its current lease (executemany: one parameter set per outcome).
-_STORE = (
+_STORE = DriverMany(
     update(items)
     .where(
         items.c.batch_id == bindparam("b_batch"),
@@ -126,21 +126,29 @@ async def finished_since(
 # --- results ------------------------------------------------------------------------------------
 
 
+_LOCK_CURRENT = PerDialect(
+    lambda db: lock_rows(
+        db,
+        select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
+            items.c.batch_id == bindparam("p_batch"), items.c.idx.in_(bindparam("p_indexes", expanding=True))
+        ),
+    )
+)
+
+
 async def lock_current(
     db: Database, conn: AsyncConnection, batch_id: str, indexes: Sequence[int]
 ) -> dict[int, AnyRow]:
     """results: (idx, state, attempt, custom_id) of the batch's items `indexes`, locked
     (PostgreSQL) after the batch row, by index."""
-    query = select(items.c.idx, items.c.state, items.c.attempt, items.c.custom_id).where(
-        items.c.batch_id == batch_id, items.c.idx.in_(list(indexes))
-    )
-    return {r.idx: r for r in (await conn.execute(lock_rows(db, query))).all()}
+    params = {"p_batch": batch_id, "p_indexes": list(indexes)}
+    return {r.idx: r for r in (await conn.execute(_LOCK_CURRENT(db), params)).all()}
 
 
 async def store_outcomes(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
     """results: store outcomes, each only over its item's current open lease (`b_batch`,
     `b_idx`, `b_attempt` name the lease; the other keys are the outcome columns)."""
-    await conn.execute(_STORE, rows)
+    await _STORE.run(conn, rows)
 
 
 async def line_page(

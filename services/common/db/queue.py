@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from batchgate.services.common.db.dialect import in_skip_locked, lock_rows, upsert
+from batchgate.services.common.db.dialect import PerDialect, in_skip_locked, lock_rows, upsert
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches, executor_sessions, items
 from batchgate.services.common.states import BATCH_RUNNING, ITEM_OPEN, BatchStatus, Execution, ItemState
@@ -70,7 +70,7 @@ def _params(refs: Sequence[Ref]) -> list[dict[str, Any]]:
     return [{"b": r.batch_id, "i": r.index, "a": r.attempt} for r in refs]
 
 
-def _still_running(batch_id: str, now: float) -> Any:
+def _still_running(batch_id: Any, now: Any) -> Any:
     return exists().where(
         batches.c.id == batch_id,
         batches.c.status == BatchStatus.IN_PROGRESS,
@@ -140,6 +140,35 @@ async def leased_by_request(conn: AsyncConnection, executor_id: str, request_id:
     return list((await conn.execute(query)).all())
 
 
+def _build_lease(db: Database) -> Any:
+    batch_id: Any = bindparam("p_batch")
+    picked = (
+        select(items.c.idx)
+        .where(items.c.batch_id == batch_id, items.c.state == ItemState.QUEUED)
+        .order_by(items.c.idx)
+        .limit(bindparam("p_count"))
+    )
+    return (
+        update(items)
+        .where(
+            items.c.batch_id == batch_id,
+            items.c.state == ItemState.QUEUED,
+            in_skip_locked(db, items.c.idx, picked),
+            _still_running(batch_id, bindparam("p_now")),
+        )
+        .values(
+            state=ItemState.LEASED,
+            attempt=items.c.attempt + 1,
+            leased_by=bindparam("p_session"),
+            lease_request=bindparam("p_request"),
+        )
+        .returning(items.c.idx, items.c.attempt, items.c.custom_id, items.c.body, items.c.traceparent)
+    )
+
+
+_LEASE = PerDialect(_build_lease)
+
+
 async def lease_from(
     db: Database,
     conn: AsyncConnection,
@@ -151,44 +180,34 @@ async def lease_from(
 ) -> list[AnyRow]:
     """scheduler: lease up to `count` queued items of a batch that still runs to the session;
     returns (idx, attempt, custom_id, body, traceparent) of each."""
-    picked = (
-        select(items.c.idx)
-        .where(items.c.batch_id == batch_id, items.c.state == ItemState.QUEUED)
-        .order_by(items.c.idx)
-        .limit(count)
+    params = {
+        "p_batch": batch_id,
+        "p_count": count,
+        "p_now": now,
+        "p_session": executor_id,
+        "p_request": request_id or None,
+    }
+    return list((await conn.execute(_LEASE(db), params)).all())
+
+
+_KEEP_SESSION = PerDialect(
+    lambda db: upsert(
+        db,
+        executor_sessions,
+        {"id": bindparam("p_id"), "started_at": bindparam("p_now"), "expires_at": bindparam("p_expires")},
+        keys=("id",),
+        update=("expires_at",),
+        where=executor_sessions.c.lapsed_at.is_(None),
     )
-    result = await conn.execute(
-        update(items)
-        .where(
-            items.c.batch_id == batch_id,
-            items.c.state == ItemState.QUEUED,
-            in_skip_locked(db, items.c.idx, picked),
-            _still_running(batch_id, now),
-        )
-        .values(
-            state=ItemState.LEASED,
-            attempt=items.c.attempt + 1,
-            leased_by=executor_id,
-            lease_request=request_id or None,
-        )
-        .returning(items.c.idx, items.c.attempt, items.c.custom_id, items.c.body, items.c.traceparent)
-    )
-    return list(result.all())
+)
 
 
 async def keep_session(
     db: Database, conn: AsyncConnection, executor_id: str, now: float, ttl_s: float
 ) -> bool:
     """scheduler: open the session or move its expiry; False when it ended (lapsed)."""
-    statement = upsert(
-        db,
-        executor_sessions,
-        {"id": executor_id, "started_at": now, "expires_at": now + ttl_s},
-        keys=("id",),
-        update=("expires_at",),
-        where=executor_sessions.c.lapsed_at.is_(None),
-    )
-    return bool((await conn.execute(statement)).rowcount == 1)
+    params = {"p_id": executor_id, "p_now": now, "p_expires": now + ttl_s}
+    return bool((await conn.execute(_KEEP_SESSION(db), params)).rowcount == 1)
 
 
 async def heartbeat(conn: AsyncConnection, executor_id: str, expires_at: float) -> bool:

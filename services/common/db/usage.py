@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, select
+from sqlalchemy import ColumnElement, bindparam, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from batchgate.services.common.db.dialect import DriverMany
 from batchgate.services.common.db.engine import AnyRow
 from batchgate.services.common.db.schema import items, usage_events
 
@@ -48,9 +49,15 @@ class UsageFilter:
         return conditions
 
 
+# Every column but the generated id, one parameter row per event (the recorder's hot path).
+_INSERT_EVENTS = DriverMany(
+    insert(usage_events).values({c.name: bindparam(c.name) for c in usage_events.c if c.name != "id"})
+)
+
+
 async def insert_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
     """results: the usage events of recorded outcomes, in the recording transaction."""
-    await conn.execute(insert(usage_events), rows)
+    await _INSERT_EVENTS.run(conn, rows)
 
 
 async def spend(conn: AsyncConnection, project_id: str, api_key_id: str = "") -> tuple[float, float]:
