@@ -25,7 +25,9 @@
   stream missed (a reconnect) is caught within a beat. The runner checks again right before
   each HTTP call, so none starts once the stop has arrived.
 - **Outcomes go as they finish** (`outbox`), in groups; a held item keeps its lease until
-  results has acknowledged its outcome.
+  results has acknowledged its outcome, but up to one group of them (`result_batch_max`) does
+  not count against leasing: against a fast upstream, finished items waiting for results'
+  round trip otherwise held most slots and the calls in flight fell to half the concurrency.
 - A scheduler or results that is down or restarting is retried with a short, capped backoff;
   nothing here exits.
 - On shutdown, leasing stops, unstarted items are handed back, running items get a grace
@@ -108,8 +110,9 @@ class Executor:
         """Items leased and not yet acknowledged by results (running ones included)."""
         return len(self._held)
 
-    def _free_slots(self) -> int:
-        return OUTSTANDING_FACTOR * self.capacity - len(self._held)
+    def _counted(self) -> int:
+        """Held items that count against leasing: all but one group of finished outcomes."""
+        return len(self._held) - min(len(self._outbox.pending), self.settings.result_batch_max)
 
     async def run(self) -> None:
         helpers = [
@@ -137,7 +140,7 @@ class Executor:
         retry = Retry("LeaseItems")
         request_id, unanswered = new_request_id(), False
         while not self._stopping.is_set():
-            free = self._free_slots()
+            free = OUTSTANDING_FACTOR * self.capacity - self._counted()
             if free <= 0:
                 self._slot_freed.clear()
                 await wait_any(self._slot_freed, self._stopping)
@@ -181,7 +184,7 @@ class Executor:
     def _shed_surplus(self) -> None:
         """Outranking work came in beyond what the executor holds at most: hand back as many
         of the lowest waiting items (the latest leased first)."""
-        surplus = len(self._held) - OUTSTANDING_FACTOR * self.capacity
+        surplus = self._counted() - OUTSTANDING_FACTOR * self.capacity
         if surplus <= 0:
             return
         waiting = lowest_waiting_first(self._held.values(), surplus)
@@ -219,6 +222,7 @@ class Executor:
             self._hand_back([held.ref])
             return
         self._outbox.add(outcome)
+        self._slot_freed.set()
 
     async def _outcome(self, item: scheduler_pb2.LeasedItem, control: Control) -> recorder_pb2.Outcome:
         try:
