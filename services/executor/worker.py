@@ -110,9 +110,10 @@ class Executor:
         """Items leased and not yet acknowledged by results (running ones included)."""
         return len(self._held)
 
-    def _counted(self) -> int:
-        """Held items that count against leasing: all but one group of finished outcomes."""
-        return len(self._held) - min(len(self._outbox.pending), self.settings.result_batch_max)
+    def _free(self) -> int:
+        """Room to lease: held items count, all but one group of finished outcomes."""
+        acknowledging = min(len(self._outbox.pending), self.settings.result_batch_max)
+        return OUTSTANDING_FACTOR * self.capacity - len(self._held) + acknowledging
 
     async def run(self) -> None:
         helpers = [
@@ -140,7 +141,7 @@ class Executor:
         retry = Retry("LeaseItems")
         request_id, unanswered = new_request_id(), False
         while not self._stopping.is_set():
-            free = OUTSTANDING_FACTOR * self.capacity - self._counted()
+            free = self._free()
             if free <= 0:
                 self._slot_freed.clear()
                 await wait_any(self._slot_freed, self._stopping)
@@ -184,7 +185,7 @@ class Executor:
     def _shed_surplus(self) -> None:
         """Outranking work came in beyond what the executor holds at most: hand back as many
         of the lowest waiting items (the latest leased first)."""
-        surplus = self._counted() - OUTSTANDING_FACTOR * self.capacity
+        surplus = -self._free()
         if surplus <= 0:
             return
         waiting = lowest_waiting_first(self._held.values(), surplus)
@@ -222,7 +223,6 @@ class Executor:
             self._hand_back([held.ref])
             return
         self._outbox.add(outcome)
-        self._slot_freed.set()
 
     async def _outcome(self, item: scheduler_pb2.LeasedItem, control: Control) -> recorder_pb2.Outcome:
         try:
