@@ -4,7 +4,8 @@ these; `batchgate.services.scheduler.queue` holds the rules (fairness, rounds, s
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
 per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
-sub-select is written so that it runs exactly once: `dialect.in_skip_locked`). Concurrent
+sub-select is written so that it runs exactly once, `dialect.in_skip_locked`, and the rows
+are found by key, `_build_lease`). Concurrent
 leasers on several replicas skip each other's rows instead of waiting, and a row updated
 meanwhile is re-checked (`state='queued'`) before it is taken. Every lease bumps `attempt`,
 the fencing token a result must carry to be accepted. The same statement re-checks that the
@@ -141,6 +142,11 @@ async def leased_by_request(conn: AsyncConnection, executor_id: str, request_id:
 
 
 def _build_lease(db: Database) -> Any:
+    """On PostgreSQL the outer UPDATE finds the picked rows by key alone: given `state =
+    'queued'` too, the planner walked the partial index of queued items and filtered it by the
+    picked array (its statistics still saw the new batch's items as not queued), so a lease
+    read all the batch's queued items (4,936 rows for 64 leased). The picked rows are locked
+    with that condition re-checked under the lock, so it holds for them anyway."""
     batch_id: Any = bindparam("p_batch")
     picked = (
         select(items.c.idx)
@@ -148,11 +154,12 @@ def _build_lease(db: Database) -> Any:
         .order_by(items.c.idx)
         .limit(bindparam("p_count"))
     )
+    queued = () if db.is_postgres else (items.c.state == ItemState.QUEUED,)
     return (
         update(items)
         .where(
             items.c.batch_id == batch_id,
-            items.c.state == ItemState.QUEUED,
+            *queued,
             in_skip_locked(db, items.c.idx, picked),
             _still_running(batch_id, bindparam("p_now")),
         )
