@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import tempfile
 import time
 from pathlib import Path
@@ -86,11 +87,11 @@ def _direct(input_path: Path, workdir: Path, upstream: str, concurrency: int, tr
 
 def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    for latency in args.latencies:
+    for database, latency in itertools.product(args.databases, args.latencies):
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
             env = _simulated_stack_env(workdir, latency, args.concurrency, args.executors)
-            with bench_stack(workdir / "stack", **env) as stack:
+            with bench_stack(workdir / "stack", database, **env) as stack:
                 upstream = f"http://127.0.0.1:{stack.settings.simulator_port}/v1"
                 input_path = write_chat_input(workdir / "in.jsonl", args.n)
                 rates: dict[str, list[float]] = {name: [] for name in [*args.baselines, "batchgate"]}
@@ -105,6 +106,7 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
                             rates[step].append(_direct(input_path, workdir, upstream, args.concurrency, step))
                 b = median(rates["batchgate"])
                 row: dict[str, Any] = {
+                    "database": database,
                     "latency_ms": latency,
                     "items": args.n,
                     "concurrency": args.concurrency,

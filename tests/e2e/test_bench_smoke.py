@@ -17,7 +17,7 @@ def test_scenarios_run_and_save_records() -> None:
     results = ROOT / "bench" / "results"
     before = set(results.glob("*.json")) if results.exists() else set()
     for scenario in (
-        ["throughput", "--n", "30", "--latencies", "0", "--runs", "1"],
+        ["throughput", "--n", "30", "--latencies", "0", "--runs", "1", "--databases", "sqlite"],
         ["ingest", "--sizes", "50", "--line-bytes", "100", "--inline-lines", "50"],
         ["capacity", "--capped-n", "40"],
         ["expedite", "--n", "200"],
