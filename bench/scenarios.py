@@ -8,6 +8,7 @@ import contextlib
 import itertools
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,15 @@ def _simulated_stack_env(
     }
 
 
-def _direct(input_path: Path, workdir: Path, upstream: str, concurrency: int, transport: str) -> float:
-    started = time.perf_counter()
+def _direct(
+    input_path: Path, workdir: Path, upstream: str, concurrency: int, transport: str
+) -> tuple[float, float]:
+    """The direct client's items/s and its CPU seconds per 1,000 items (it runs in this process)."""
+    started, cpu = time.perf_counter(), time.process_time()
     count = asyncio.run(
         run_direct(input_path, workdir / f"direct-{transport}.jsonl", upstream, concurrency, transport)
     )
-    return count / (time.perf_counter() - started)
+    return count / (time.perf_counter() - started), (time.process_time() - cpu) * 1000 / count
 
 
 # --- 1. throughput vs a direct client ---------------------------------------------------------------
@@ -95,15 +99,20 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
                 upstream = f"http://127.0.0.1:{stack.settings.simulator_port}/v1"
                 input_path = write_chat_input(workdir / "in.jsonl", args.n)
                 rates: dict[str, list[float]] = {name: [] for name in [*args.baselines, "batchgate"]}
+                cpu: dict[str, list[float]] = defaultdict(list)  # CPU s per 1,000 items, per process
                 for run in range(args.runs):
                     steps = [*args.baselines, "batchgate"]
                     for step in steps if run % 2 == 0 else reversed(steps):
-                        if step == "batchgate":
-                            rates[step].append(
-                                sdk_batch(stack, input_path, workdir / "out.jsonl").items_per_s
-                            )
-                        else:
-                            rates[step].append(_direct(input_path, workdir, upstream, args.concurrency, step))
+                        if step != "batchgate":
+                            rate, cpu_1k = _direct(input_path, workdir, upstream, args.concurrency, step)
+                            rates[step].append(rate)
+                            cpu[step].append(cpu_1k)
+                            continue
+                        with ProcessMeter(stack_pids(stack)) as meter:
+                            done = sdk_batch(stack, input_path, workdir / "out.jsonl")
+                        rates[step].append(done.items_per_s)
+                        for name, seconds in meter.cpu_seconds().items():
+                            cpu[name].append(seconds * 1000 / done.items)
                 b = median(rates["batchgate"])
                 row: dict[str, Any] = {
                     "database": database,
@@ -116,6 +125,8 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row["B batchgate/s"] = b
                 for name in args.baselines:
                     row[f"B/A({name})"] = b / median(rates[name])
+                for name, values in sorted(cpu.items()):
+                    row[f"{name} cpu s/1k"] = median(values)
                 row["runs"] = args.runs
                 rows.append(row)
     print_table("Throughput: batchgate end to end vs a direct client (median of runs)", rows)
@@ -140,7 +151,7 @@ def headroom(args: argparse.Namespace) -> list[dict[str, Any]]:
             input_path = write_chat_input(workdir / "in.jsonl", args.n)
             direct = median(
                 [
-                    _direct(input_path, workdir, upstream, args.headroom_concurrency, "aiohttp")
+                    _direct(input_path, workdir, upstream, args.headroom_concurrency, "aiohttp")[0]
                     for _ in range(args.runs)
                 ]
             )
