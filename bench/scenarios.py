@@ -33,7 +33,7 @@ from bench.profiler import profiling, summarise
 from bench.promises import cancel, capacity, expedite, kill
 from bench.tools import tools
 from tests.otlp_sink import OtlpSink
-from tests.support import free_port
+from tests.support import RunningStack, free_port
 
 MODEL = "gpt-4o-mini"
 
@@ -338,41 +338,58 @@ def scaleout(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Tracing off; on with no item sampled (what every unsampled item costs); on for every item."""
-    rows = []
-    for label, ratio in (("off", None), ("sampling 0", "0"), ("sampling 1.0", "1.0")):
-        with tempfile.TemporaryDirectory() as tmp:
-            workdir = Path(tmp)
-            env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, args.executors)
-            port = free_port()
-            with OtlpSink(port) as sink:
-                if ratio is not None:
-                    env.update(
-                        {
-                            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-                            "OTEL_EXPORTER_OTLP_INSECURE": "true",
-                            "BATCHGATE_TRACE_SAMPLE_RATIO": ratio,
-                        }
-                    )
-                with bench_stack(workdir / "stack", **env) as stack:
-                    input_path = write_chat_input(workdir / "in.jsonl", args.n)
-                    rates = [
-                        sdk_batch(stack, input_path, workdir / "out.jsonl").items_per_s
-                        for _ in range(args.runs)
-                    ]
-                time.sleep(1)
-                rows.append(
+    """Tracing off; on with no item sampled (what every unsampled item costs); on for every item
+    (OTLP to an in-process sink). The three stacks are up at once and runs alternate."""
+    variants = (("off", None), ("sampling 0", "0"), ("sampling 1.0", "1.0"))
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp, OtlpSink(port) as sink, contextlib.ExitStack() as stacks:
+        workdir = Path(tmp)
+        running = {}
+        for label, ratio in variants:
+            (workdir / label).mkdir()
+            env = _simulated_stack_env(workdir / label, args.latency_ms, args.concurrency, args.executors)
+            if ratio is not None:
+                env.update(
                     {
-                        "tracing": label,
-                        "items": args.n,
-                        "batchgate/s": median(rates),
-                        "spans received": sink.span_count,
+                        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+                        "BATCHGATE_TRACE_SAMPLE_RATIO": ratio,
                     }
                 )
-    for row in rows:
-        row["vs off"] = row["batchgate/s"] / rows[0]["batchgate/s"]
+            running[label] = stacks.enter_context(bench_stack(workdir / label / "stack", **env))
+        input_path = write_chat_input(workdir / "in.jsonl", args.n)
+        rates, cpu = _alternate(running, input_path, workdir, args.runs)
+        time.sleep(1)
+        rows = [
+            {
+                "tracing": label,
+                "items": args.n,
+                "batchgate/s": median(rates[label]),
+                "vs off": median(rates[label]) / median(rates["off"]),
+                "cpu s/1k": median(cpu[label]),
+                "runs/s": " ".join(f"{r:.0f}" for r in rates[label]),
+                "spans received": sink.span_count if label == variants[-1][0] else "",
+            }
+            for label in running
+        ]
     print_table("Tracing cost: throughput with tracing off, on with no item sampled, on for every item", rows)
     return rows
+
+
+def _alternate(
+    running: dict[str, RunningStack], input_path: Path, workdir: Path, runs: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """`runs` rounds of the same batch on each stack, the order reversed every other round:
+    items/s and CPU seconds per 1,000 items (the whole stack) of each run, per stack."""
+    rates: dict[str, list[float]] = {label: [] for label in running}
+    cpu: dict[str, list[float]] = {label: [] for label in running}
+    for run_number in range(runs):
+        for label in list(running) if run_number % 2 == 0 else list(reversed(running)):
+            with ProcessMeter(stack_pids(running[label])) as meter:
+                run = sdk_batch(running[label], input_path, workdir / f"out-{label}.jsonl")
+            rates[label].append(run.items_per_s)
+            cpu[label].append(sum(meter.cpu_seconds().values()) * 1000 / run.items)
+    return rates, cpu
 
 
 # --- 7. internal TLS cost ----------------------------------------------------------------------------
@@ -392,15 +409,7 @@ def internal_tls(args: argparse.Namespace) -> list[dict[str, Any]]:
                 env = _simulated_stack_env(workdir / label, latency, args.concurrency, args.executors)
                 env["BATCHGATE_INSECURE_INTERNAL"] = insecure
                 running[label] = stacks.enter_context(bench_stack(workdir / label / "stack", **env))
-            rates: dict[str, list[float]] = {label: [] for label in running}
-            cpu: dict[str, list[float]] = {label: [] for label in running}
-            for run_number in range(args.runs):
-                order = list(running) if run_number % 2 == 0 else list(reversed(running))
-                for label in order:
-                    with ProcessMeter(stack_pids(running[label])) as meter:
-                        run = sdk_batch(running[label], input_path, workdir / f"out-{label}.jsonl")
-                    rates[label].append(run.items_per_s)
-                    cpu[label].append(sum(meter.cpu_seconds().values()) * 1000 / run.items)
+            rates, cpu = _alternate(running, input_path, workdir, args.runs)
             tls_rate, plain_rate = median(rates["tls"]), median(rates["plaintext"])
             rows.append(
                 {
