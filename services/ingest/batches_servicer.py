@@ -22,6 +22,7 @@ from batchgate.services.ingest.idempotency import key_from_metadata
 from batchgate.services.ingest.lookup import check_cursor, visible_batch
 from batchgate.services.ingest.retry import BatchRetrier
 from batchgate.services.ingest.template_create import TemplateMaker
+from batchgate.services.ingest.throughput import Paces
 from batchgate.services.ingest.views import batch_message, batch_messages
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
@@ -45,6 +46,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self._templates = templates
         self._retrier = BatchRetrier(settings, db, creator)
         self._dry_run = DryRun(settings, db, creator.spend)
+        self._paces = Paces()
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
@@ -84,7 +86,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     ) -> batches_pb2.Batch:
         async with self._db.read() as conn:
             row = await visible_batch(conn, principal().project_id, request.batch_id)
-            (message,) = await batch_messages(conn, [row])
+            (message,) = await batch_messages(conn, [row], self._paces)
             return message
 
     async def ListBatches(
@@ -107,7 +109,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
                 after=request.after,
                 limit=limit + 1,
             )
-            page = await batch_messages(conn, rows[:limit])
+            page = await batch_messages(conn, rows[:limit], self._paces)
         return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
@@ -159,5 +161,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
             await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
-            (message,) = await batch_messages(conn, [await visible_batch(conn, project, request.batch_id)])
+            (message,) = await batch_messages(
+                conn, [await visible_batch(conn, project, request.batch_id)], self._paces
+            )
             return message
