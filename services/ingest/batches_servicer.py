@@ -19,11 +19,11 @@ from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.dry_run import DryRun
 from batchgate.services.ingest.idempotency import key_from_metadata
-from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.lookup import check_cursor, visible_batch, visible_batch_and_retries
 from batchgate.services.ingest.retry import BatchRetrier
 from batchgate.services.ingest.template_create import TemplateMaker
 from batchgate.services.ingest.throughput import Paces
-from batchgate.services.ingest.views import batch_message, batch_messages
+from batchgate.services.ingest.views import batch_message, batch_messages, batch_views
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
@@ -85,9 +85,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self, request: batches_pb2.GetBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         async with self._db.read() as conn:
-            row = await visible_batch(conn, principal().project_id, request.batch_id)
-            (message,) = await batch_messages(conn, [row], self._paces)
-            return message
+            row, retries = await visible_batch_and_retries(conn, principal().project_id, request.batch_id)
+        (message,) = batch_views([row], {row.id: retries}, self._paces)
+        return message
 
     async def ListBatches(
         self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext

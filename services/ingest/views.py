@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -44,7 +44,13 @@ def _request_counts(row: AnyRow) -> batches_pb2.RequestCounts:
 async def batch_messages(conn: Connection, rows: Sequence[AnyRow], paces: Paces) -> list[batches_pb2.Batch]:
     """The batches `rows` as messages, each with its retries (one query for all) and, while it
     runs, its throughput (from the rows themselves)."""
-    retries = await batches.retries_of(conn, [row.id for row in rows])
+    return batch_views(rows, await batches.retries_of(conn, [row.id for row in rows]), paces)
+
+
+def batch_views(
+    rows: Sequence[AnyRow], retries: Mapping[str, Sequence[str]], paces: Paces
+) -> list[batches_pb2.Batch]:
+    """The batches `rows` as messages, with their `retries` by id and their throughput."""
     throughputs = paces.of(rows)
     return [batch_message(row, retries.get(row.id, ()), throughputs.get(row.id)) for row in rows]
 

@@ -89,16 +89,38 @@ async def visible(
     other API (`message_batch`: True for Message Batches only, False for OpenAI batches only,
     None for either, as usage reads them)."""
     query = select(*columns) if columns else select(batches)
-    query = query.where(
+    return (await conn.execute(query.where(*_visible(project_id, batch_id, message_batch)))).first()
+
+
+def _visible(project_id: str, batch_id: str, message_batch: bool | None) -> list[ColumnElement[bool]]:
+    """The conditions of `visible`."""
+    conditions = [
         batches.c.id == batch_id,
         batches.c.project_id == project_id,
         batches.c.status != BatchStatus.VALIDATING,
         batches.c.purged_at.is_(None),
-    )
+    ]
     api = _of_api(message_batch)
-    if api is not None:
-        query = query.where(api)
-    return (await conn.execute(query)).first()
+    return conditions if api is None else [*conditions, api]
+
+
+async def visible_with_retries(
+    conn: AsyncConnection, project_id: str, batch_id: str
+) -> tuple[AnyRow | None, list[str]]:
+    """ingest: `visible` (an OpenAI batch) and its visible retries, oldest first, in one
+    statement: a batch read while clients poll it costs one round trip to the database."""
+    retry = batches.alias("retry")
+    joined = batches.outerjoin(
+        retry, (retry.c.retry_of == batches.c.id) & (retry.c.status != BatchStatus.VALIDATING)
+    )
+    query = (
+        select(batches, retry.c.id.label("retry_id"))
+        .select_from(joined)
+        .where(*_visible(project_id, batch_id, False))
+        .order_by(retry.c.id)
+    )
+    rows = (await conn.execute(query)).all()
+    return (rows[0] if rows else None), [row.retry_id for row in rows if row.retry_id is not None]
 
 
 async def page(
