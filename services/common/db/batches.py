@@ -24,7 +24,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
@@ -89,10 +100,14 @@ async def visible(
     other API (`message_batch`: True for Message Batches only, False for OpenAI batches only,
     None for either, as usage reads them)."""
     query = select(*columns) if columns else select(batches)
-    return (await conn.execute(query.where(*_visible(project_id, batch_id, message_batch)))).first()
+    return (
+        await conn.execute(query.where(*_visible_conditions(project_id, batch_id, message_batch)))
+    ).first()
 
 
-def _visible(project_id: str, batch_id: str, message_batch: bool | None) -> list[ColumnElement[bool]]:
+def _visible_conditions(
+    project_id: str | BindParameter[str], batch_id: str | BindParameter[str], message_batch: bool | None
+) -> list[ColumnElement[bool]]:
     """The conditions of `visible`."""
     conditions = [
         batches.c.id == batch_id,
@@ -104,22 +119,27 @@ def _visible(project_id: str, batch_id: str, message_batch: bool | None) -> list
     return conditions if api is None else [*conditions, api]
 
 
+_RETRY = batches.alias("retry")
+# Built once: aliasing the table and joining it cost more Python than SQLite takes to run it.
+_VISIBLE_WITH_RETRIES = (
+    select(batches, _RETRY.c.id.label("retry_id"))
+    .select_from(
+        batches.outerjoin(
+            _RETRY, (_RETRY.c.retry_of == batches.c.id) & (_RETRY.c.status != BatchStatus.VALIDATING)
+        )
+    )
+    .where(*_visible_conditions(bindparam("p_project"), bindparam("p_batch"), False))
+    .order_by(_RETRY.c.id)
+)
+
+
 async def visible_with_retries(
     conn: AsyncConnection, project_id: str, batch_id: str
 ) -> tuple[AnyRow | None, list[str]]:
     """ingest: `visible` (an OpenAI batch) and its visible retries, oldest first, in one
     statement: a batch read while clients poll it costs one round trip to the database."""
-    retry = batches.alias("retry")
-    joined = batches.outerjoin(
-        retry, (retry.c.retry_of == batches.c.id) & (retry.c.status != BatchStatus.VALIDATING)
-    )
-    query = (
-        select(batches, retry.c.id.label("retry_id"))
-        .select_from(joined)
-        .where(*_visible(project_id, batch_id, False))
-        .order_by(retry.c.id)
-    )
-    rows = (await conn.execute(query)).all()
+    params = {"p_project": project_id, "p_batch": batch_id}
+    rows = (await conn.execute(_VISIBLE_WITH_RETRIES, params)).all()
     return (rows[0] if rows else None), [row.retry_id for row in rows if row.retry_id is not None]
 
 
