@@ -7,7 +7,7 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 from __future__ import annotations
 
 from batchgate.services.common import errors, paging
-from batchgate.services.common.db import AnyRow, Connection, Database, batches, files
+from batchgate.services.common.db import AnyRow, Connection, Database, batch_visibility, batches, files
 from batchgate.services.common.ids import plausible_id
 
 
@@ -45,7 +45,7 @@ async def visible_batch_and_retries(
 ) -> tuple[AnyRow, list[str]]:
     """`visible_batch` of an OpenAI batch, with the batches that retried it (one statement)."""
     _check_batch_id(ident)
-    row, retries = await batches.visible_with_retries(conn, project_id, ident)
+    row, retries = await batch_visibility.visible_with_retries(conn, project_id, ident)
     return _found_batch(row, ident), retries
 
 

@@ -25,9 +25,7 @@ import time
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
-    bindparam,
     case,
     delete,
     func,
@@ -39,6 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
+from batchgate.services.common.db.batch_visibility import visible_conditions
 from batchgate.services.common.db.dialect import json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
@@ -78,16 +77,6 @@ async def get(conn: AsyncConnection, batch_id: str) -> AnyRow:
     return (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
 
 
-def _of_api(message_batch: bool | None) -> ColumnElement[bool] | None:
-    """The batches of one public API: Message Batches (True), OpenAI batches (False), or
-    both (None); see `batchgate.services.common.api_shapes`."""
-    if message_batch is None:
-        return None
-    return (
-        batches.c.endpoint == MESSAGES_ENDPOINT if message_batch else batches.c.endpoint != MESSAGES_ENDPOINT
-    )
-
-
 async def visible(
     conn: AsyncConnection,
     project_id: str,
@@ -100,47 +89,7 @@ async def visible(
     other API (`message_batch`: True for Message Batches only, False for OpenAI batches only,
     None for either, as usage reads them)."""
     query = select(*columns) if columns else select(batches)
-    return (
-        await conn.execute(query.where(*_visible_conditions(project_id, batch_id, message_batch)))
-    ).first()
-
-
-def _visible_conditions(
-    project_id: str | BindParameter[str], batch_id: str | BindParameter[str], message_batch: bool | None
-) -> list[ColumnElement[bool]]:
-    """The conditions of `visible`."""
-    conditions = [
-        batches.c.id == batch_id,
-        batches.c.project_id == project_id,
-        batches.c.status != BatchStatus.VALIDATING,
-        batches.c.purged_at.is_(None),
-    ]
-    api = _of_api(message_batch)
-    return conditions if api is None else [*conditions, api]
-
-
-_RETRY = batches.alias("retry")
-# Built once: aliasing the table and joining it cost more Python than SQLite takes to run it.
-_VISIBLE_WITH_RETRIES = (
-    select(batches, _RETRY.c.id.label("retry_id"))
-    .select_from(
-        batches.outerjoin(
-            _RETRY, (_RETRY.c.retry_of == batches.c.id) & (_RETRY.c.status != BatchStatus.VALIDATING)
-        )
-    )
-    .where(*_visible_conditions(bindparam("p_project"), bindparam("p_batch"), False))
-    .order_by(_RETRY.c.id)
-)
-
-
-async def visible_with_retries(
-    conn: AsyncConnection, project_id: str, batch_id: str
-) -> tuple[AnyRow | None, list[str]]:
-    """ingest: `visible` (an OpenAI batch) and its visible retries, oldest first, in one
-    statement: a batch read while clients poll it costs one round trip to the database."""
-    params = {"p_project": project_id, "p_batch": batch_id}
-    rows = (await conn.execute(_VISIBLE_WITH_RETRIES, params)).all()
-    return (rows[0] if rows else None), [row.retry_id for row in rows if row.retry_id is not None]
+    return (await conn.execute(query.where(*visible_conditions(project_id, batch_id, message_batch)))).first()
 
 
 async def page(
