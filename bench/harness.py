@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 import psutil
+import yaml
 
-from tests.support import RunningStack, fresh_database, running_stack
+from tests.support import RunningStack, free_port, fresh_database, running_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -132,6 +133,44 @@ def write_chat_input(path: Path, n: int, model: str = "gpt-4o-mini", pad_bytes: 
     return path
 
 
+MODEL = "gpt-4o-mini"
+
+
+def provider_config(workdir: Path, name: str, base_url: str, concurrency: int) -> Path:
+    """A YAML config routing MODEL to one provider at the given concurrency."""
+    path = workdir / f"{name}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "providers": [
+                    {
+                        "name": name,
+                        "kind": "openai",
+                        "base_url": base_url,
+                        "api_keys": ["bench"],
+                        "max_concurrency": concurrency,
+                    }
+                ],
+                "models": [{"name": MODEL, "provider": name}],
+            }
+        )
+    )
+    return path
+
+
+def simulated_stack_env(workdir: Path, latency_ms: float, concurrency: int, executors: int) -> dict[str, str]:
+    sim_port = free_port()
+    config = provider_config(workdir, "simulated", f"http://127.0.0.1:{sim_port}/v1", concurrency)
+    return {
+        "BATCHGATE_CONFIG": str(config),
+        "BATCHGATE_SIMULATOR_PORT": str(sim_port),
+        "BATCHGATE_SIMULATOR_LATENCY_MS": str(latency_ms),
+        "BATCHGATE_EXECUTOR_CONCURRENCY": str(concurrency),
+        "BATCHGATE_EXECUTORS": str(executors),
+        "BATCHGATE_LOG_LEVEL": "WARNING",
+    }
+
+
 @contextlib.contextmanager
 def bench_stack(tmp: Path, db_kind: str = "sqlite", **env: str) -> Iterator[RunningStack]:
     """A full stack (the processes `batchgate up` starts) on free ports."""
@@ -175,13 +214,23 @@ def upload_and_create(client: Any, input_path: Path) -> Created:
     return Created(batch, uploaded - started, time.perf_counter() - uploaded)
 
 
-def sdk_batch(stack: RunningStack, input_path: Path, output_path: Path, poll_s: float = 0.1) -> SdkRun:
-    """Batchgate end to end as a user runs it: upload, create, poll, download (the openai SDK)."""
+def sdk_batch(
+    stack: RunningStack,
+    input_path: Path,
+    output_path: Path,
+    poll_s: float = 0.1,
+    on_created: Callable[[str], None] | None = None,
+) -> SdkRun:
+    """Batchgate end to end as a user runs it: upload, create, poll, download (the openai SDK).
+    `on_created` gets the batch id as soon as the create answered (say, to load the stack
+    while the batch runs)."""
     client = stack.client(timeout=1200)
     started = time.perf_counter()
     created_batch = upload_and_create(client, input_path)
     batch = created_batch.batch
     created = time.perf_counter()
+    if on_created is not None:
+        on_created(batch.id)
     while batch.status not in ("completed", "failed", "expired", "cancelled"):
         time.sleep(poll_s)
         batch = client.batches.retrieve(batch.id)

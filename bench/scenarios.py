@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import orjson
-import yaml
 
 from bench.direct import run_direct
 from bench.fast_upstream import fast_upstream
@@ -23,56 +22,20 @@ from bench.harness import (
     bench_stack,
     median,
     print_table,
+    provider_config,
     save,
     sdk_batch,
+    simulated_stack_env,
     stack_pids,
     upload_and_create,
     write_chat_input,
 )
 from bench.profiler import profiling, summarise
 from bench.promises import cancel, capacity, expedite, kill
+from bench.reads import reads
 from bench.tools import tools
 from tests.otlp_sink import OtlpSink
 from tests.support import RunningStack, free_port
-
-MODEL = "gpt-4o-mini"
-
-
-def _provider_config(workdir: Path, name: str, base_url: str, concurrency: int) -> Path:
-    """A YAML config routing MODEL to one provider at the given concurrency."""
-    path = workdir / f"{name}.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "providers": [
-                    {
-                        "name": name,
-                        "kind": "openai",
-                        "base_url": base_url,
-                        "api_keys": ["bench"],
-                        "max_concurrency": concurrency,
-                    }
-                ],
-                "models": [{"name": MODEL, "provider": name}],
-            }
-        )
-    )
-    return path
-
-
-def _simulated_stack_env(
-    workdir: Path, latency_ms: float, concurrency: int, executors: int
-) -> dict[str, str]:
-    sim_port = free_port()
-    config = _provider_config(workdir, "simulated", f"http://127.0.0.1:{sim_port}/v1", concurrency)
-    return {
-        "BATCHGATE_CONFIG": str(config),
-        "BATCHGATE_SIMULATOR_PORT": str(sim_port),
-        "BATCHGATE_SIMULATOR_LATENCY_MS": str(latency_ms),
-        "BATCHGATE_EXECUTOR_CONCURRENCY": str(concurrency),
-        "BATCHGATE_EXECUTORS": str(executors),
-        "BATCHGATE_LOG_LEVEL": "WARNING",
-    }
 
 
 def _direct(
@@ -94,7 +57,7 @@ def throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
     for database, latency in itertools.product(args.databases, args.latencies):
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
-            env = _simulated_stack_env(workdir, latency, args.concurrency, args.executors)
+            env = simulated_stack_env(workdir, latency, args.concurrency, args.executors)
             with bench_stack(workdir / "stack", database, **env) as stack:
                 upstream = f"http://127.0.0.1:{stack.settings.simulator_port}/v1"
                 input_path = write_chat_input(workdir / "in.jsonl", args.n)
@@ -141,7 +104,7 @@ def headroom(args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         with fast_upstream(workdir, free_port(), free_port()) as upstream:
-            config = _provider_config(workdir, "fast", upstream, args.headroom_concurrency)
+            config = provider_config(workdir, "fast", upstream, args.headroom_concurrency)
             env = {
                 "BATCHGATE_CONFIG": str(config),
                 "BATCHGATE_EXECUTOR_CONCURRENCY": str(args.headroom_concurrency),
@@ -269,7 +232,7 @@ def latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, args.executors)
+        env = simulated_stack_env(workdir, args.latency_ms, args.concurrency, args.executors)
         with bench_stack(workdir / "stack", **env) as stack:
             client = stack.client(timeout=1800)
             input_path = write_chat_input(workdir / "in.jsonl", args.n)
@@ -314,7 +277,7 @@ def scaleout(args: argparse.Namespace) -> list[dict[str, Any]]:
         for executors in args.executor_counts:
             with tempfile.TemporaryDirectory() as tmp:
                 workdir = Path(tmp)
-                env = _simulated_stack_env(workdir, args.latency_ms, args.concurrency, executors)
+                env = simulated_stack_env(workdir, args.latency_ms, args.concurrency, executors)
                 with bench_stack(workdir / "stack", db_kind, **env) as stack:
                     input_path = write_chat_input(workdir / "in.jsonl", args.n)
                     rates = [
@@ -347,7 +310,7 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
         running = {}
         for label, ratio in variants:
             (workdir / label).mkdir()
-            env = _simulated_stack_env(workdir / label, args.latency_ms, args.concurrency, args.executors)
+            env = simulated_stack_env(workdir / label, args.latency_ms, args.concurrency, args.executors)
             if ratio is not None:
                 env.update(
                     {
@@ -406,7 +369,7 @@ def internal_tls(args: argparse.Namespace) -> list[dict[str, Any]]:
             running = {}
             for label, insecure in (("tls", "false"), ("plaintext", "true")):
                 (workdir / label).mkdir()
-                env = _simulated_stack_env(workdir / label, latency, args.concurrency, args.executors)
+                env = simulated_stack_env(workdir / label, latency, args.concurrency, args.executors)
                 env["BATCHGATE_INSECURE_INTERNAL"] = insecure
                 running[label] = stacks.enter_context(bench_stack(workdir / label / "stack", **env))
             rates, cpu = _alternate(running, input_path, workdir, args.runs)
@@ -441,6 +404,7 @@ SCENARIOS = {
     "cancel": cancel,
     "kill": kill,
     "tools": tools,
+    "reads": reads,
 }
 
 

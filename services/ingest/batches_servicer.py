@@ -3,6 +3,8 @@ recurring template instead (services.ingest.template_create)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import grpc
 import orjson
 
@@ -19,14 +21,28 @@ from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.dry_run import DryRun
 from batchgate.services.ingest.idempotency import key_from_metadata
-from batchgate.services.ingest.lookup import check_cursor, visible_batch
+from batchgate.services.ingest.lookup import check_cursor, visible_batch, visible_batch_and_retries
 from batchgate.services.ingest.retry import BatchRetrier
+from batchgate.services.ingest.shared_reads import SharedReads
 from batchgate.services.ingest.template_create import TemplateMaker
-from batchgate.services.ingest.views import batch_message, batch_messages
+from batchgate.services.ingest.throughput import Paces
+from batchgate.services.ingest.views import batch_message, batch_messages, batch_views
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
 REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 LISTED_STATUSES = tuple(BATCH_TRANSITIONS)  # a batch is listed once it left `validating`
+
+
+class BatchFilters(NamedTuple):
+    """One listing's question: whose batches, which of them, where the page starts and its size."""
+
+    project: str
+    status: str
+    metadata_key: str
+    metadata_value: str | None
+    template_id: str
+    after: str
+    limit: int
 
 
 class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
@@ -45,6 +61,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self._templates = templates
         self._retrier = BatchRetrier(settings, db, creator)
         self._dry_run = DryRun(settings, db, creator.spend)
+        self._paces = Paces()
+        self._gets: SharedReads[batches_pb2.Batch] = SharedReads()
+        self._lists: SharedReads[batches_pb2.ListBatchesResponse] = SharedReads()
 
     async def CreateBatch(
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
@@ -82,33 +101,48 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def GetBatch(
         self, request: batches_pb2.GetBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
+        project, ident = principal().project_id, request.batch_id
+        return await self._gets.read((project, ident), lambda: self._get(project, ident))
+
+    async def _get(self, project: str, ident: str) -> batches_pb2.Batch:
         async with self._db.read() as conn:
-            row = await visible_batch(conn, principal().project_id, request.batch_id)
-            (message,) = await batch_messages(conn, [row])
-            return message
+            row, retries = await visible_batch_and_retries(conn, project, ident)
+        (message,) = batch_views([row], {row.id: retries}, self._paces)
+        return message
 
     async def ListBatches(
         self, request: batches_pb2.ListBatchesRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.ListBatchesResponse:
         limit = paging.page_limit(request, default=20, maximum=100)
-        project = principal().project_id
         self._check_list_filters(request)
+        filters = BatchFilters(
+            principal().project_id,
+            request.status,
+            request.metadata_key,
+            request.metadata_value or None,
+            request.template_id,
+            request.after,
+            limit,
+        )
+        return await self._lists.read(filters, lambda: self._list(filters))
+
+    async def _list(self, filters: BatchFilters) -> batches_pb2.ListBatchesResponse:
         async with self._db.read() as conn:
-            if request.after:
-                await check_cursor(conn, project, "batch", request.after)
+            if filters.after:
+                await check_cursor(conn, filters.project, "batch", filters.after)
             rows = await batches.page(
                 self._db,
                 conn,
-                project,
-                status=request.status,
-                metadata_key=request.metadata_key,
-                metadata_value=request.metadata_value or None,
-                template_id=request.template_id,
-                after=request.after,
-                limit=limit + 1,
+                filters.project,
+                status=filters.status,
+                metadata_key=filters.metadata_key,
+                metadata_value=filters.metadata_value,
+                template_id=filters.template_id,
+                after=filters.after,
+                limit=filters.limit + 1,
             )
-            page = await batch_messages(conn, rows[:limit])
-        return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > limit))
+            page = await batch_messages(conn, rows[: filters.limit], self._paces)
+        return batches_pb2.ListBatchesResponse(**paging.page_fields(page, len(rows) > filters.limit))
 
     def _check_list_filters(self, request: batches_pb2.ListBatchesRequest) -> None:
         """The `status`, `metadata_key`/`metadata_value` and `template_id` filters of a listing."""
@@ -159,5 +193,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         async with self._db.write() as conn:
             row = await visible_batch(conn, project, request.batch_id)
             await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
-            (message,) = await batch_messages(conn, [await visible_batch(conn, project, request.batch_id)])
+            (message,) = await batch_messages(
+                conn, [await visible_batch(conn, project, request.batch_id)], self._paces
+            )
             return message

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.db import AnyRow, Connection, batches
-from batchgate.services.ingest.throughput import throughputs
+from batchgate.services.ingest.throughput import Paces
 from batchgate.v1 import batches_pb2, files_pb2
 
 
@@ -41,12 +41,18 @@ def _request_counts(row: AnyRow) -> batches_pb2.RequestCounts:
     return batches_pb2.RequestCounts(total=row.total, completed=completed, failed=failed)
 
 
-async def batch_messages(conn: Connection, rows: Sequence[AnyRow]) -> list[batches_pb2.Batch]:
-    """The batches `rows` as messages, each with its retries and, while it runs, its
-    throughput (one query each for all)."""
-    retries = await batches.retries_of(conn, [row.id for row in rows])
-    paces = await throughputs(conn, rows)
-    return [batch_message(row, retries.get(row.id, ()), paces.get(row.id)) for row in rows]
+async def batch_messages(conn: Connection, rows: Sequence[AnyRow], paces: Paces) -> list[batches_pb2.Batch]:
+    """The batches `rows` as messages, each with its retries (one query for all) and, while it
+    runs, its throughput (from the rows themselves)."""
+    return batch_views(rows, await batches.retries_of(conn, [row.id for row in rows]), paces)
+
+
+def batch_views(
+    rows: Sequence[AnyRow], retries: Mapping[str, Sequence[str]], paces: Paces
+) -> list[batches_pb2.Batch]:
+    """The batches `rows` as messages, with their `retries` by id and their throughput."""
+    throughputs = paces.of(rows)
+    return [batch_message(row, retries.get(row.id, ()), throughputs.get(row.id)) for row in rows]
 
 
 def batch_message(

@@ -22,6 +22,7 @@ def test_scenarios_run_and_save_records() -> None:
         ["capacity", "--capped-n", "40"],
         ["expedite", "--n", "200"],
         ["tools", "--n", "20", "--runs", "1"],
+        ["reads", "--read-n", "100", "--pollers", "8", "--runs", "1"],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *scenario],
@@ -39,6 +40,7 @@ def test_scenarios_run_and_save_records() -> None:
         "capacity",
         "expedite",
         "tools",
+        "reads",
     }
     for path in new:
         record = json.loads(path.read_text())

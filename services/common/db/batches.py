@@ -28,6 +28,7 @@ from sqlalchemy import ColumnElement, bindparam, case, delete, func, insert, or_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
+from batchgate.services.common.db.batch_visibility import visible_conditions
 from batchgate.services.common.db.dialect import PerDialect, json_object_has, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches
@@ -67,16 +68,6 @@ async def get(conn: AsyncConnection, batch_id: str) -> AnyRow:
     return (await conn.execute(select(batches).where(batches.c.id == batch_id))).one()
 
 
-def _of_api(message_batch: bool | None) -> ColumnElement[bool] | None:
-    """The batches of one public API: Message Batches (True), OpenAI batches (False), or
-    both (None); see `batchgate.services.common.api_shapes`."""
-    if message_batch is None:
-        return None
-    return (
-        batches.c.endpoint == MESSAGES_ENDPOINT if message_batch else batches.c.endpoint != MESSAGES_ENDPOINT
-    )
-
-
 async def visible(
     conn: AsyncConnection,
     project_id: str,
@@ -89,16 +80,7 @@ async def visible(
     other API (`message_batch`: True for Message Batches only, False for OpenAI batches only,
     None for either, as usage reads them)."""
     query = select(*columns) if columns else select(batches)
-    query = query.where(
-        batches.c.id == batch_id,
-        batches.c.project_id == project_id,
-        batches.c.status != BatchStatus.VALIDATING,
-        batches.c.purged_at.is_(None),
-    )
-    api = _of_api(message_batch)
-    if api is not None:
-        query = query.where(api)
-    return (await conn.execute(query)).first()
+    return (await conn.execute(query.where(*visible_conditions(project_id, batch_id, message_batch)))).first()
 
 
 async def page(

@@ -2,9 +2,9 @@
 scheduler's queue statements over items and sessions (`batchgate.services.common.db.queue`).
 
 Who may call what: ingest inserts a create's items (`queued` or `rejected`), deletes those
-of a discarded create, reads those a retry runs again and a running batch's pace; results
-stores outcomes over current leases (`lock_current`, `store_outcomes`) and reads items to
-write the output and error files.
+of a discarded create and reads those a retry runs again; results stores outcomes over
+current leases (`lock_current`, `store_outcomes`) and reads items to write the output and
+error files.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from batchgate.services.common.db.dialect import DriverMany, PerDialect, insert_rows, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import items
-from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, ItemState
+from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -98,29 +98,6 @@ async def retryable(conn: AsyncConnection, batch_id: str, states: tuple[str, ...
         .order_by(items.c.idx)
     )
     return list((await conn.execute(query)).all())
-
-
-async def finished_since(
-    conn: AsyncConnection, batch_ids: list[str], since: float
-) -> dict[str, tuple[int, int]]:
-    """ingest: per batch of `batch_ids`, (items, tokens) that executors finished at or after
-    `since` (batches with none are absent)."""
-    if not batch_ids:
-        return {}
-    query = (
-        select(
-            items.c.batch_id,
-            func.count(),
-            func.coalesce(func.sum(items.c.prompt_tokens + items.c.completion_tokens), 0),
-        )
-        .where(
-            items.c.batch_id.in_(batch_ids),
-            items.c.state.in_(ITEM_REPORTED),
-            items.c.finished_at >= since,
-        )
-        .group_by(items.c.batch_id)
-    )
-    return {row[0]: (int(row[1]), int(row[2])) for row in (await conn.execute(query)).all()}
 
 
 # --- results ------------------------------------------------------------------------------------
