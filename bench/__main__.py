@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--capped-n", type=int, default=2_000, help="capacity, kill: items of the batch")
     parser.add_argument("--read-n", type=int, default=3_000, help="reads: items of the batch")
     parser.add_argument("--pollers", type=int, default=64, help="reads: closed-loop readers")
+    parser.add_argument("--scale-n", type=int, default=1_000_000, help="scale: items of the one batch")
     parser.add_argument("--executors", type=int, default=1)
     parser.add_argument("--executor-counts", type=_ints, default=[1, 2])
     parser.add_argument("--databases", type=lambda t: t.split(","), default=["sqlite", "postgres"])

@@ -258,6 +258,8 @@ class ProcessMeter:
     pids: dict[str, int]
     interval_s: float = 0.05
     peak_rss: dict[str, int] = field(default_factory=dict)
+    start_rss: dict[str, int] = field(default_factory=dict)
+    """RSS when the span began: peak growth is `peak_rss - start_rss`."""
     _cpu_start: dict[str, float] = field(default_factory=dict)
     _cpu: dict[str, float] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -282,16 +284,23 @@ class ProcessMeter:
             totals[name] = total
         return totals
 
+    def _rss_now(self) -> dict[str, int]:
+        found = {}
+        for name, procs in self._processes().items():
+            rss = 0
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    rss += proc.memory_info().rss
+            found[name] = rss
+        return found
+
     def _sample(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for name, procs in self._processes().items():
-                rss = 0
-                for proc in procs:
-                    with contextlib.suppress(psutil.Error):
-                        rss += proc.memory_info().rss
+            for name, rss in self._rss_now().items():
                 self.peak_rss[name] = max(self.peak_rss.get(name, 0), rss)
 
     def __enter__(self) -> ProcessMeter:
+        self.start_rss = self._rss_now()
         self._cpu_start = self._cpu_now()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -309,6 +318,10 @@ class ProcessMeter:
 
     def peak_rss_mib(self) -> dict[str, float]:
         return {n: round(v / 2**20, 1) for n, v in self.peak_rss.items()}
+
+    def rss_growth_mib(self) -> dict[str, float]:
+        """Peak RSS over the span less the RSS it began with, per process."""
+        return {n: round((v - self.start_rss.get(n, v)) / 2**20, 1) for n, v in self.peak_rss.items()}
 
 
 def stack_pids(stack: RunningStack) -> dict[str, int]:

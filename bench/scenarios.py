@@ -33,6 +33,7 @@ from bench.harness import (
 from bench.profiler import profiling, summarise
 from bench.promises import cancel, capacity, expedite, kill
 from bench.reads import reads
+from bench.scale import scale
 from bench.tools import tools
 from tests.otlp_sink import OtlpSink
 from tests.support import RunningStack, free_port
@@ -404,6 +405,7 @@ SCENARIOS = {
     "cancel": cancel,
     "kill": kill,
     "tools": tools,
+    "scale": scale,
     "reads": reads,
 }
 

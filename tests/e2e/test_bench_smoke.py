@@ -23,6 +23,7 @@ def test_scenarios_run_and_save_records() -> None:
         ["expedite", "--n", "200"],
         ["tools", "--n", "20", "--runs", "1"],
         ["reads", "--read-n", "100", "--pollers", "8", "--runs", "1"],
+        ["scale", "--scale-n", "300", "--databases", "sqlite"],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *scenario],
@@ -41,6 +42,7 @@ def test_scenarios_run_and_save_records() -> None:
         "expedite",
         "tools",
         "reads",
+        "scale",
     }
     for path in new:
         record = json.loads(path.read_text())
