@@ -7,7 +7,9 @@ path (a batch submitted, items released, a dead session's items queued again, an
 replica's NOTIFY) wakes the scheduler's `WorkSignal`: the list read under one signal event is
 reused until the next wake, or `MAX_AGE_S` as a backstop. It never decides alone what runs:
 the lease statement re-checks that the batch still runs and still has queued items, and a
-batch that ran dry (or stopped) leaves the list at once.
+batch that gave fewer items than asked leaves the list at once (it ran dry or stopped; on
+PostgreSQL another replica may hold its other queued rows, and it comes back at the next
+wake or within `MAX_AGE_S`).
 """
 
 from __future__ import annotations
