@@ -12,79 +12,31 @@ answers) until every item is recorded, and reports items/s and CPU seconds per 1
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import pstats
-import tempfile
 import time
-from pathlib import Path
-
-import orjson
-from sqlalchemy import insert
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2
-from batchgate.services.common import auth
 from batchgate.services.common.db import Database
-from batchgate.services.common.db.migrate import migrate
-from batchgate.services.common.db.schema import items
-from batchgate.services.common.ids import batch_id as new_batch_id
 from batchgate.services.common.loading import load_settings
 from batchgate.services.results.recorder import Recorder
 from batchgate.services.scheduler.queue import Queue, Request
 from batchgate.services.scheduler.work_signal import WorkSignal
-from tests.integration.seed import insert_running_batch
+from bench.micro import answer, run_on, seed_batch
 
 SEED_CHUNK = 5000
 BODY = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"bench message 1"}]}'
 
 
-def _answer(i: int) -> bytes:
-    return orjson.dumps(
-        {
-            "id": f"chatcmpl-{i:024x}",
-            "object": "chat.completion",
-            "created": 1_767_225_600,
-            "model": "gpt-4o-mini",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": f"Simulated answer {i}"},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 6, "total_tokens": 18},
-        }
-    )
-
-
 async def seed(db: Database, n: int) -> str:
-    await migrate(db)
-    project = await auth.ensure_project(db)
-    batch = new_batch_id()
-    now = time.time()
-    async with db.write() as conn:
-        await insert_running_batch(
-            conn,
-            batch,
-            project_id=project,
-            api_key_id="key_bench",
-            input_file_id="file-bench",
-            total=n,
-            created_at=now,
-            expires_at=now + 86400,
-            model="gpt-4o-mini",
-        )
-    for start in range(0, n, SEED_CHUNK):
-        async with db.write() as conn:
-            await conn.execute(
-                insert(items),
-                [
-                    {"batch_id": batch, "idx": i, "line": i + 1, "custom_id": f"req-{i}", "state": "queued"}
-                    | {"body": BODY}
-                    for i in range(start, min(n, start + SEED_CHUNK))
-                ],
-            )
-    return batch
+    return await seed_batch(
+        db,
+        n,
+        lambda batch, i: (
+            {"batch_id": batch, "idx": i, "line": i + 1, "custom_id": f"req-{i}", "state": "queued"}
+            | {"body": BODY}
+        ),
+    )
 
 
 def _outcome(lease: object) -> recorder_pb2.Outcome:
@@ -93,7 +45,7 @@ def _outcome(lease: object) -> recorder_pb2.Outcome:
         ref=ref,
         state=recorder_pb2.OUTCOME_STATE_SUCCEEDED,
         status_code=200,
-        response_body=_answer(ref.index),
+        response_body=answer(ref.index),
         request_id=f"req_{ref.index}",
         model="gpt-4o-mini",
         provider="simulated",
@@ -143,13 +95,7 @@ def main() -> None:
     parser.add_argument("--database-url", default="")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    if args.database_url:
-        asyncio.run(run(args.database_url, args.items, args.lease, args.profile))
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(
-            run(f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}", args.items, args.lease, args.profile)
-        )
+    run_on(args.database_url, lambda url: run(url, args.items, args.lease, args.profile))
 
 
 if __name__ == "__main__":

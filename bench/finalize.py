@@ -11,48 +11,19 @@ bodies, a share of them failed), then times `Finalizer.finalize` on it, and prof
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import pstats
-import tempfile
 import time
-from pathlib import Path
 
-import orjson
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
-from batchgate.services.common import auth
 from batchgate.services.common.db import Database, batches, files
-from batchgate.services.common.db.migrate import migrate
-from batchgate.services.common.db.schema import blob_chunks, items
-from batchgate.services.common.ids import batch_id as new_batch_id
+from batchgate.services.common.db.schema import blob_chunks
 from batchgate.services.common.loading import load_settings
 from batchgate.services.results.finalize import Finalizer
-from tests.integration.seed import insert_running_batch
+from bench.micro import answer, run_on, seed_batch
 
 SEED_CHUNK = 5000
-
-
-def _answer(i: int) -> bytes:
-    text = f"Simulated answer {i:012x} to: bench message {i} " + "lorem ipsum " * 20
-    return orjson.dumps(
-        {
-            "id": f"chatcmpl-{i:024x}",
-            "object": "chat.completion",
-            "created": 1_767_225_600,
-            "model": "gpt-4o-mini",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text, "refusal": None},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 60, "total_tokens": 72},
-            "system_fingerprint": "fp_sim",
-        }
-    )
 
 
 def _item(batch: str, i: int, failed_every: int) -> dict[str, object]:
@@ -64,7 +35,7 @@ def _item(batch: str, i: int, failed_every: int) -> dict[str, object]:
         "state": "succeeded",
         "body": b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}',
         "status_code": 200,
-        "response": _answer(i),
+        "response": answer(i, words=40),
         "request_id": f"req_{i}",
         "error_code": None,
         "error_message": None,
@@ -82,32 +53,15 @@ def _item(batch: str, i: int, failed_every: int) -> dict[str, object]:
 
 
 async def seed(db: Database, n: int, failed_share: float) -> str:
-    await migrate(db)
-    project = await auth.ensure_project(db)
-    batch = new_batch_id()
     failed_every = round(1 / failed_share) if failed_share else 0
     failed = len(range(0, n, failed_every)) if failed_every else 0
-    now = time.time()
-    async with db.write() as conn:
-        await insert_running_batch(
-            conn,
-            batch,
-            project_id=project,
-            api_key_id="key_bench",
-            input_file_id="file-bench",
-            total=n,
-            created_at=now,
-            expires_at=now + 86400,
-            completed_count=n - failed,
-            failed_count=failed,
-        )
-    for start in range(0, n, SEED_CHUNK):
-        async with db.write() as conn:
-            await conn.execute(
-                insert(items),
-                [_item(batch, i, failed_every) for i in range(start, min(n, start + SEED_CHUNK))],
-            )
-    return batch
+    return await seed_batch(
+        db,
+        n,
+        lambda batch, i: _item(batch, i, failed_every),
+        completed_count=n - failed,
+        failed_count=failed,
+    )
 
 
 async def run(url: str, n: int, failed_share: float, profile: bool) -> None:
@@ -148,12 +102,7 @@ def main() -> None:
     parser.add_argument("--database-url", default="")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
-    if args.database_url:
-        asyncio.run(run(args.database_url, args.items, args.failed_share, args.profile))
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
-        asyncio.run(run(url, args.items, args.failed_share, args.profile))
+    run_on(args.database_url, lambda url: run(url, args.items, args.failed_share, args.profile))
 
 
 if __name__ == "__main__":
