@@ -26,6 +26,7 @@ from batchgate.services.scheduler.closing_feed import ClosingFeed
 from batchgate.services.scheduler.maintenance import Maintenance
 from batchgate.services.scheduler.metrics import SchedulerMetrics, tier_name
 from batchgate.services.scheduler.queue import Closing, Lease, Queue, Ref, Request, SessionLost, Stopped
+from batchgate.services.scheduler.statistics import Statistics
 from batchgate.services.scheduler.work_signal import WORK_CHANNEL, WorkSignal
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         self._maintenance = maintenance
         self._feed = feed
         self._budgets = budgets
+        self._statistics = Statistics(db)
 
     async def SubmitBatch(
         self, request: scheduler_pb2.SubmitBatchRequest, context: grpc.aio.ServicerContext
@@ -83,6 +85,8 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if self._db.is_postgres:
             async with self._db.write() as conn:
                 await notify(self._db, conn, WORK_CHANNEL, request.batch_id)
+                total = await batches.total_of(conn, request.batch_id)
+            self._statistics.batch_submitted(total)
         return scheduler_pb2.SubmitBatchResponse()
 
     async def LeaseItems(

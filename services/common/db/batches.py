@@ -273,6 +273,11 @@ async def status_of(conn: AsyncConnection, batch_id: str) -> str | None:
     return None if status is None else str(status)
 
 
+async def total_of(conn: AsyncConnection, batch_id: str) -> int:
+    """scheduler: the batch's item count (0: unknown)."""
+    return int((await conn.execute(select(batches.c.total).where(batches.c.id == batch_id))).scalar() or 0)
+
+
 # --- results ------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.db.dialect import DriverMany, PerDialect, insert_rows, lock_rows
@@ -163,3 +163,14 @@ async def traced(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
         .order_by(items.c.idx)
     )
     return list((await conn.execute(query)).all())
+
+
+async def refresh_statistics(db: Database) -> None:
+    """scheduler: have PostgreSQL sample `items` again (ANALYZE; nothing on SQLite) after a
+    large batch arrived. Until autovacuum gets to it, the planner's statistics predate the
+    batch's items, and the plans the hot statements cached meanwhile read the whole batch per
+    call: recording 64 outcomes of a new 100,000-item batch took 165 ms (0.5 ms after)."""
+    if db.is_postgres:
+        async with db.engine.connect() as conn:
+            await conn.execute(text("ANALYZE items"))
+            await conn.commit()
