@@ -45,6 +45,12 @@ def main() -> None:
     parser.add_argument("--read-n", type=int, default=3_000, help="reads: items of the batch")
     parser.add_argument("--pollers", type=int, default=64, help="reads: closed-loop readers")
     parser.add_argument("--scale-n", type=int, default=1_000_000, help="scale: items of the one batch")
+    parser.add_argument("--soak-minutes", type=float, default=30.0, help="soak: how long the load runs")
+    parser.add_argument(
+        "--soak-warmup-minutes", type=float, default=2.0, help="soak: RSS after this is the reference"
+    )
+    parser.add_argument("--soak-every-s", type=float, default=2.0, help="soak: seconds between creates")
+    parser.add_argument("--soak-items", type=int, default=200, help="soak: items per batch")
     parser.add_argument("--executors", type=int, default=1)
     parser.add_argument("--executor-counts", type=_ints, default=[1, 2])
     parser.add_argument("--databases", type=lambda t: t.split(","), default=["sqlite", "postgres"])

@@ -172,10 +172,12 @@ def simulated_stack_env(workdir: Path, latency_ms: float, concurrency: int, exec
 
 
 @contextlib.contextmanager
-def bench_stack(tmp: Path, db_kind: str = "sqlite", **env: str) -> Iterator[RunningStack]:
-    """A full stack (the processes `batchgate up` starts) on free ports."""
+def bench_stack(
+    tmp: Path, db_kind: str = "sqlite", projects: tuple[str, ...] = ("default",), **env: str
+) -> Iterator[RunningStack]:
+    """A full stack (the processes `batchgate up` starts) on free ports, with `projects`."""
     tmp.mkdir(parents=True, exist_ok=True)
-    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, **env) as stack:
+    with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, projects, **env) as stack:
         yield stack
 
 
@@ -284,7 +286,7 @@ class ProcessMeter:
             totals[name] = total
         return totals
 
-    def _rss_now(self) -> dict[str, int]:
+    def rss_now(self) -> dict[str, int]:
         found = {}
         for name, procs in self._processes().items():
             rss = 0
@@ -296,11 +298,11 @@ class ProcessMeter:
 
     def _sample(self) -> None:
         while not self._stop.wait(self.interval_s):
-            for name, rss in self._rss_now().items():
+            for name, rss in self.rss_now().items():
                 self.peak_rss[name] = max(self.peak_rss.get(name, 0), rss)
 
     def __enter__(self) -> ProcessMeter:
-        self.start_rss = self._rss_now()
+        self.start_rss = self.rss_now()
         self._cpu_start = self._cpu_now()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()

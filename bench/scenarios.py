@@ -34,6 +34,7 @@ from bench.profiler import profiling, summarise
 from bench.promises import cancel, capacity, expedite, kill
 from bench.reads import reads
 from bench.scale import scale
+from bench.soak import soak
 from bench.tools import tools
 from tests.otlp_sink import OtlpSink
 from tests.support import RunningStack, free_port
@@ -407,6 +408,7 @@ SCENARIOS = {
     "tools": tools,
     "scale": scale,
     "reads": reads,
+    "soak": soak,
 }
 
 

@@ -24,6 +24,8 @@ def test_scenarios_run_and_save_records() -> None:
         ["tools", "--n", "20", "--runs", "1"],
         ["reads", "--read-n", "100", "--pollers", "8", "--runs", "1"],
         ["scale", "--scale-n", "300", "--databases", "sqlite"],
+        ["soak", "--databases", "sqlite", "--soak-minutes", "0.15", "--soak-warmup-minutes", "0"]
+        + ["--soak-every-s", "1", "--soak-items", "10"],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *scenario],
@@ -43,6 +45,7 @@ def test_scenarios_run_and_save_records() -> None:
         "tools",
         "reads",
         "scale",
+        "soak",
     }
     for path in new:
         record = json.loads(path.read_text())
