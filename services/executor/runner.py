@@ -241,6 +241,20 @@ class ItemRunner:
     async def _run(
         self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
     ) -> recorder_pb2.Outcome:
+        """One turn of the item's run: its model chain, each model tried up to the retry
+        policy's attempts. A traced turn keeps its calls and records them when it ends
+        (`spans.record_attempts`)."""
+        if span is None:
+            return await self._chain_run(item, control, None)
+        attempts: list[spans.Attempt] = []
+        try:
+            return await self._chain_run(item, control, attempts)
+        finally:
+            spans.record_attempts(span, attempts, self._settings.trace_record_content)
+
+    async def _chain_run(
+        self, item: scheduler_pb2.LeasedItem, control: Control, attempts: list[spans.Attempt] | None
+    ) -> recorder_pb2.Outcome:
         chain = self._chain(item.model)
         if not chain:
             failure = TransportFailure("model_not_found", f"The model {item.model!r} is not configured.")
@@ -263,10 +277,10 @@ class ItemRunner:
             call = _Call(provider, model, request, item, estimate, item_rank, control)
             for retry in range(policy.max_attempts):
                 try:
-                    if span is None:
+                    if attempts is None:
                         answered = await self._call(call)
                     else:
-                        answered = await self._traced_call(call, retry, calls + 1)
+                        answered = await self._traced_call(call, retry, calls + 1, attempts)
                 except _Stopped:
                     return outcomes.stopped(item, last, calls)
                 calls += 1
@@ -289,19 +303,17 @@ class ItemRunner:
         result, model = last
         return outcomes.failure(item, result, model.name, model.provider, calls)
 
-    async def _traced_call(self, call: _Call, retry: int, number: int) -> _Answered:
-        """`_call` as an attempt span of the item's trace (made once the call may start)."""
+    async def _traced_call(
+        self, call: _Call, retry: int, number: int, attempts: list[spans.Attempt]
+    ) -> _Answered:
+        """`_call`, kept in `attempts` for the item's trace (timed from when the call may start)."""
         slot = await self._slot(call)
-        record_content = self._settings.trace_record_content
-        with spans.attempt(
-            call.item, call.model, call.provider.config, call.request, retry, number, record_content
-        ) as span:
-            answered = await self._send(call, slot, traced=True)
-            if isinstance(answered.result, UpstreamAnswer):
-                spans.end_attempt(span, answered.result, None, record_content)
-            else:
-                spans.end_attempt(span, None, answered.result.code, record_content)
-            return answered
+        started_ns = time.time_ns()
+        answered = await self._send(call, slot, traced=True)
+        result = answered.result if isinstance(answered.result, UpstreamAnswer) else answered.result.code
+        where = (call.item, call.model, call.provider.config, call.request)
+        attempts.append(spans.Attempt(*where, retry, number, started_ns, time.time_ns(), result))
+        return answered
 
     async def _call(self, call: _Call) -> _Answered:
         return await self._send(call, await self._slot(call))
@@ -335,16 +347,8 @@ class ItemRunner:
             headers = {**request.headers, **provider.adapter.auth(key.secret)}
             started = time.monotonic()
             if traced:
-                with spans.http_call(request.url, headers, len(request.content)) as http_span:
-                    answered = await self._post(provider, request, headers)
-                    spans.end_http(
-                        http_span,
-                        answered[0] if isinstance(answered, tuple) else 0,
-                        answered[1] if isinstance(answered, tuple) else None,
-                        answered.code if isinstance(answered, TransportFailure) else None,
-                    )
-            else:
-                answered = await self._post(provider, request, headers)
+                spans.carry_trace(headers)
+            answered = await self._post(provider, request, headers)
             latency_ms = outcomes.ms_since(started)
             if isinstance(answered, TransportFailure):
                 self._observe(call, time.monotonic() - started, 0, answered.code)
