@@ -229,7 +229,7 @@ class ItemRunner:
         control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
             return outcomes.logged(item, await self._workflows.run(item, self._run, control, None))
-        with telemetry.child_span(
+        with telemetry.open_child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
@@ -241,9 +241,7 @@ class ItemRunner:
     async def _run(
         self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
     ) -> recorder_pb2.Outcome:
-        """One turn of the item's run: its model chain, each model tried up to the retry
-        policy's attempts. A traced turn keeps its calls and records them when it ends
-        (`spans.record_attempts`)."""
+        """One turn of the item's run (its model chain); a traced one records its calls as it ends."""
         if span is None:
             return await self._chain_run(item, control, None)
         attempts: list[spans.Attempt] = []
@@ -303,16 +301,14 @@ class ItemRunner:
         result, model = last
         return outcomes.failure(item, result, model.name, model.provider, calls)
 
-    async def _traced_call(
-        self, call: _Call, retry: int, number: int, attempts: list[spans.Attempt]
-    ) -> _Answered:
-        """`_call`, kept in `attempts` for the item's trace (timed from when the call may start)."""
+    async def _traced_call(self, call: _Call, retry: int, n: int, kept: list[spans.Attempt]) -> _Answered:
+        """`_call`, kept for the item's trace (timed from when the call may start)."""
         slot = await self._slot(call)
         started_ns = time.time_ns()
         answered = await self._send(call, slot, traced=True)
         result = answered.result if isinstance(answered.result, UpstreamAnswer) else answered.result.code
         where = (call.item, call.model, call.provider.config, call.request)
-        attempts.append(spans.Attempt(*where, retry, number, started_ns, time.time_ns(), result))
+        kept.append(spans.Attempt(*where, retry, n, started_ns, time.time_ns(), result))
         return answered
 
     async def _call(self, call: _Call) -> _Answered:

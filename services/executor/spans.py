@@ -24,7 +24,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from batchgate.services.common import telemetry
+from batchgate.services.common import span_records, telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig
 from batchgate.services.common.states import ItemState
 from batchgate.services.common.token_usage import usage_of
@@ -160,15 +160,19 @@ def record_attempts(run: trace.Span, attempts: Sequence[Attempt], record_content
         attributes, _error = _attempt_attributes(attempts[0], record_content, alone=True)
         run.set_attributes(attributes)  # the run's status is its outcome's (`end_run`)
         return
-    tracer = _tracer()
+    parent = trace.get_current_span().get_span_context()
     for one in attempts:
         attributes, error = _attempt_attributes(one, record_content, alone=False)
-        span = tracer.start_span(
-            _attempt_name(one), kind=SpanKind.CLIENT, attributes=attributes, start_time=one.start_ns
+        span_records.finished_span(
+            "executor",
+            _attempt_name(one),
+            parent,
+            attributes,
+            one.start_ns,
+            one.end_ns,
+            kind=SpanKind.CLIENT,
+            status=None if error is None else Status(StatusCode.ERROR, error),
         )
-        if error is not None:
-            span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=one.end_ns)
 
 
 def _attempt_name(one: Attempt) -> str:
