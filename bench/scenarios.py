@@ -307,7 +307,8 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
     (OTLP to an in-process sink). The three stacks are up at once and runs alternate."""
     variants = (("off", None), ("sampling 0", "0"), ("sampling 1.0", "1.0"))
     port = free_port()
-    with tempfile.TemporaryDirectory() as tmp, OtlpSink(port) as sink, contextlib.ExitStack() as stacks:
+    sink = OtlpSink(port, keep=False)  # counts only: decoding spans would take the stacks' CPU
+    with tempfile.TemporaryDirectory() as tmp, sink, contextlib.ExitStack() as stacks:
         workdir = Path(tmp)
         running = {}
         for label, ratio in variants:
@@ -323,7 +324,8 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
                 )
             running[label] = stacks.enter_context(bench_stack(workdir / label / "stack", **env))
         input_path = write_chat_input(workdir / "in.jsonl", args.n)
-        rates, cpu = _alternate(running, input_path, workdir, args.runs)
+        per_process: dict[str, list[dict[str, float]]] = {label: [] for label in running}
+        rates, cpu = _alternate(running, input_path, workdir, args.runs, per_process)
         time.sleep(1)
         rows = [
             {
@@ -332,6 +334,10 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "batchgate/s": median(rates[label]),
                 "vs off": median(rates[label]) / median(rates["off"]),
                 "cpu s/1k": median(cpu[label]),
+                **{
+                    f"{name} cpu s/1k": median(run[name] for run in per_process[label])
+                    for name in sorted(per_process[label][0])
+                },
                 "runs/s": " ".join(f"{r:.0f}" for r in rates[label]),
                 "spans received": sink.span_count if label == variants[-1][0] else "",
             }
@@ -342,10 +348,16 @@ def tracing(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _alternate(
-    running: dict[str, RunningStack], input_path: Path, workdir: Path, runs: int
+    running: dict[str, RunningStack],
+    input_path: Path,
+    workdir: Path,
+    runs: int,
+    per_process: dict[str, list[dict[str, float]]] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """`runs` rounds of the same batch on each stack, the order reversed every other round:
-    items/s and CPU seconds per 1,000 items (the whole stack) of each run, per stack."""
+    items/s and CPU seconds per 1,000 items (the whole stack) of each run, per stack; and,
+    into `per_process` when given, each run's CPU seconds per 1,000 items of each process
+    (where a stack's cost moved: core, executor, Envoy, simulator)."""
     rates: dict[str, list[float]] = {label: [] for label in running}
     cpu: dict[str, list[float]] = {label: [] for label in running}
     for run_number in range(runs):
@@ -353,7 +365,10 @@ def _alternate(
             with ProcessMeter(stack_pids(running[label])) as meter:
                 run = sdk_batch(running[label], input_path, workdir / f"out-{label}.jsonl")
             rates[label].append(run.items_per_s)
-            cpu[label].append(sum(meter.cpu_seconds().values()) * 1000 / run.items)
+            seconds = meter.cpu_seconds()
+            cpu[label].append(sum(seconds.values()) * 1000 / run.items)
+            if per_process is not None:
+                per_process[label].append({name: s * 1000 / run.items for name, s in seconds.items()})
     return rates, cpu
 
 

@@ -93,7 +93,10 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
         self._sink = sink
 
     def Export(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self._sink.add(spans_of(request), [])
+        if self._sink.keep:
+            self._sink.add(spans_of(request), [])
+        else:
+            self._sink.count(request)
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -134,12 +137,22 @@ class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
 class Received:
     """Every span and metric point a sink received, safe across its server threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        """False: spans are only counted (a benchmark's collector: decoding every span into
+        Python objects would take CPU from the stack being measured, on the same cores)."""
         self._spans: list[Span] = []
+        self._counted = 0
         self._points: list[Point] = []
         self._lock = threading.Lock()
         self.paths: Counter[str] = Counter()
         """HTTP sinks: exports received per URL path."""
+
+    def count(self, request: trace_service_pb2.ExportTraceServiceRequest) -> None:
+        """Count the spans of an export without keeping them."""
+        spans = sum(len(scope.spans) for rs in request.resource_spans for scope in rs.scope_spans)
+        with self._lock:
+            self._counted += spans
 
     def add(self, spans: list[Span], points: list[Point]) -> None:
         with self._lock:
@@ -165,7 +178,7 @@ class Received:
     @property
     def span_count(self) -> int:
         with self._lock:
-            return len(self._spans)
+            return len(self._spans) + self._counted
 
     def services(self) -> Counter[str]:
         """Spans received per `service.name`."""
@@ -179,8 +192,8 @@ class Received:
 class OtlpSink(Received):
     """Serves OTLP/gRPC traces and metrics on 127.0.0.1:`port` while in a `with` block."""
 
-    def __init__(self, port: int) -> None:
-        super().__init__()
+    def __init__(self, port: int, keep: bool = True) -> None:
+        super().__init__(keep)
         self.port = port
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Traces(self), self._server)

@@ -229,7 +229,7 @@ class ItemRunner:
         control = control or Control()
         if not telemetry.traced("executor", item.traceparent):
             return outcomes.logged(item, await self._workflows.run(item, self._run, control, None))
-        with telemetry.child_span(
+        with telemetry.open_child_span(
             "executor", "batchgate.item.run", item.traceparent, spans.run_attributes(item)
         ) as span:
             assert span is not None
@@ -240,6 +240,18 @@ class ItemRunner:
 
     async def _run(
         self, item: scheduler_pb2.LeasedItem, control: Control, span: trace.Span | None
+    ) -> recorder_pb2.Outcome:
+        """One turn of the item's run (its model chain); a traced one records its calls as it ends."""
+        if span is None:
+            return await self._chain_run(item, control, None)
+        attempts: list[spans.Attempt] = []
+        try:
+            return await self._chain_run(item, control, attempts)
+        finally:
+            spans.record_attempts(span, attempts, self._settings.trace_record_content)
+
+    async def _chain_run(
+        self, item: scheduler_pb2.LeasedItem, control: Control, attempts: list[spans.Attempt] | None
     ) -> recorder_pb2.Outcome:
         chain = self._chain(item.model)
         if not chain:
@@ -263,10 +275,10 @@ class ItemRunner:
             call = _Call(provider, model, request, item, estimate, item_rank, control)
             for retry in range(policy.max_attempts):
                 try:
-                    if span is None:
+                    if attempts is None:
                         answered = await self._call(call)
                     else:
-                        answered = await self._traced_call(call, retry, calls + 1)
+                        answered = await self._traced_call(call, retry, calls + 1, attempts)
                 except _Stopped:
                     return outcomes.stopped(item, last, calls)
                 calls += 1
@@ -289,19 +301,15 @@ class ItemRunner:
         result, model = last
         return outcomes.failure(item, result, model.name, model.provider, calls)
 
-    async def _traced_call(self, call: _Call, retry: int, number: int) -> _Answered:
-        """`_call` as an attempt span of the item's trace (made once the call may start)."""
+    async def _traced_call(self, call: _Call, retry: int, n: int, kept: list[spans.Attempt]) -> _Answered:
+        """`_call`, kept for the item's trace (timed from when the call may start)."""
         slot = await self._slot(call)
-        record_content = self._settings.trace_record_content
-        with spans.attempt(
-            call.item, call.model, call.provider.config, call.request, retry, number, record_content
-        ) as span:
-            answered = await self._send(call, slot, traced=True)
-            if isinstance(answered.result, UpstreamAnswer):
-                spans.end_attempt(span, answered.result, None, record_content)
-            else:
-                spans.end_attempt(span, None, answered.result.code, record_content)
-            return answered
+        started_ns = time.time_ns()
+        answered = await self._send(call, slot, traced=True)
+        result = answered.result if isinstance(answered.result, UpstreamAnswer) else answered.result.code
+        where = (call.item, call.model, call.provider.config, call.request)
+        kept.append(spans.Attempt(*where, retry, n, started_ns, time.time_ns(), result))
+        return answered
 
     async def _call(self, call: _Call) -> _Answered:
         return await self._send(call, await self._slot(call))
@@ -335,16 +343,8 @@ class ItemRunner:
             headers = {**request.headers, **provider.adapter.auth(key.secret)}
             started = time.monotonic()
             if traced:
-                with spans.http_call(request.url, headers, len(request.content)) as http_span:
-                    answered = await self._post(provider, request, headers)
-                    spans.end_http(
-                        http_span,
-                        answered[0] if isinstance(answered, tuple) else 0,
-                        answered[1] if isinstance(answered, tuple) else None,
-                        answered.code if isinstance(answered, TransportFailure) else None,
-                    )
-            else:
-                answered = await self._post(provider, request, headers)
+                spans.carry_trace(headers)
+            answered = await self._post(provider, request, headers)
             latency_ms = outcomes.ms_since(started)
             if isinstance(answered, TransportFailure):
                 self._observe(call, time.monotonic() - started, 0, answered.code)

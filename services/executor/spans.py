@@ -1,5 +1,8 @@
-"""The executor's spans of a traced item: its run, one span per upstream attempt (GenAI semantic
-conventions) and, inside each, the HTTP call (HTTP client conventions).
+"""The executor's spans of a traced item: its run and its upstream calls (GenAI semantic
+conventions, with the HTTP client's attributes on the same span: one span per call, not two).
+A plain record's run that made one call is that call (its attributes on the run span); its
+retries and fallbacks, and the calls of tool loops and workflows, are spans of their own.
+Tool and callback requests are HTTP client spans (`http_call`).
 
 Only called for traced items (`telemetry.traced`): an untraced item builds none of this.
 Nothing here records a header: the key travels in `Authorization` / `x-api-key`, which no
@@ -10,7 +13,9 @@ completion content is recorded only when `trace_record_content` is on.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,7 +24,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from batchgate.services.common import telemetry
+from batchgate.services.common import span_records, telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig
 from batchgate.services.common.states import ItemState
 from batchgate.services.common.token_usage import usage_of
@@ -53,9 +58,17 @@ def safe_url(url: str) -> str:
 
 
 def _server(url: str) -> dict[str, Any]:
+    _url, address, port = _where(url)
+    return {"server.address": address, "server.port": port}
+
+
+@functools.lru_cache(maxsize=256)
+def _where(url: str) -> tuple[str, str, int]:
+    """`url.full` (`safe_url`), `server.address` and `server.port` of a URL; a provider's
+    calls go to a handful of URLs, so each is parsed once."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    return {"server.address": parts.hostname or "", "server.port": port}
+    return safe_url(url), parts.hostname or "", port
 
 
 def provider_name(provider: ProviderConfig) -> str:
@@ -109,78 +122,125 @@ def _request_attributes(body: bytes, record_content: bool) -> dict[str, Any]:
     return out
 
 
-@contextlib.contextmanager
-def attempt(
-    item: scheduler_pb2.LeasedItem,
-    model: ModelConfig,
-    provider: ProviderConfig,
-    request: UpstreamRequest,
-    retry: int,
-    number: int,
-    record_content: bool,
-) -> Iterator[trace.Span]:
-    """One upstream attempt of the item's run: `retry` counts the retries of this model,
-    `number` the item's upstream calls so far (fallbacks included), from 1."""
-    operation = telemetry.gen_ai_operation(item.endpoint)
-    upstream_model = model.upstream_model or model.name
-    attributes = {
-        **telemetry.item_attributes(item.ref.batch_id, item.ref.index, item.custom_id),
-        "gen_ai.operation.name": operation,
-        "gen_ai.provider.name": provider_name(provider),
-        "gen_ai.request.model": upstream_model,
-        **_server(request.url),
-        **_request_attributes(request.content, record_content),
-        "batchgate.model": model.name,
-        "batchgate.provider": provider.name,
-        "batchgate.retry": retry,
-        "batchgate.attempt": number,
+@dataclass(frozen=True)
+class Attempt:
+    """One upstream call of a traced item, kept until its turn of the run ends
+    (`record_attempts`), when it becomes a span, or the run span's own attributes."""
+
+    item: scheduler_pb2.LeasedItem
+    model: ModelConfig
+    provider: ProviderConfig
+    request: UpstreamRequest
+    retry: int
+    """Retries of this model so far."""
+    number: int
+    """The item's upstream calls so far, fallbacks included, from 1."""
+    start_ns: int
+    end_ns: int
+    result: UpstreamAnswer | str
+    """The answer, or the code of the transport failure that stood for one."""
+
+
+def carry_trace(headers: dict[str, str]) -> None:
+    """Put the current span's trace context (the run's, or its tool turn's or workflow
+    request's) into an upstream call's `headers`: W3C traceparent, so a server that traces
+    (vLLM, a proxy) continues the item's trace."""
+    propagate.inject(headers)
+
+
+def record_attempts(run: trace.Span, attempts: Sequence[Attempt], record_content: bool) -> None:
+    """The upstream calls of one turn of a traced item's run, as spans of the current span.
+
+    A plain record's run that made a single call (the usual case) is that call: the
+    attempt's GenAI and HTTP attributes go on the run span, and no span is made for it. Every
+    other call (a run's retries and fallbacks, each model turn of a tool loop or request of
+    a workflow) is a client span of its own, made once it ended, with its own start and end.
+    """
+    if len(attempts) == 1 and trace.get_current_span() is run:
+        attributes, _error = _attempt_attributes(attempts[0], record_content, alone=True)
+        run.set_attributes(attributes)  # the run's status is its outcome's (`end_run`)
+        return
+    parent = trace.get_current_span().get_span_context()
+    for one in attempts:
+        attributes, error = _attempt_attributes(one, record_content, alone=False)
+        span_records.finished_span(
+            "executor",
+            _attempt_name(one),
+            parent,
+            attributes,
+            one.start_ns,
+            one.end_ns,
+            kind=SpanKind.CLIENT,
+            status=None if error is None else Status(StatusCode.ERROR, error),
+        )
+
+
+def _attempt_name(one: Attempt) -> str:
+    """GenAI conventions: `{operation} {model}`."""
+    return f"{telemetry.gen_ai_operation(one.item.endpoint)} {one.model.upstream_model or one.model.name}"
+
+
+def _attempt_attributes(one: Attempt, record_content: bool, alone: bool) -> tuple[dict[str, Any], str | None]:
+    """The call's attributes (GenAI client conventions, and the HTTP client's: the call is one
+    span) and its error (None when it succeeded). `alone`: for the run span, which has the
+    item's attributes and its attempt count already."""
+    url, address, port = _where(one.request.url)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": telemetry.gen_ai_operation(one.item.endpoint),
+        "gen_ai.provider.name": provider_name(one.provider),
+        "gen_ai.request.model": one.model.upstream_model or one.model.name,
+        "server.address": address,
+        "server.port": port,
+        "http.request.method": "POST",
+        "url.full": url,
+        **_request_attributes(one.request.content, record_content),
+        "batchgate.model": one.model.name,
+        "batchgate.provider": one.provider.name,
     }
-    with _tracer().start_as_current_span(
-        f"{operation} {upstream_model}", kind=SpanKind.CLIENT, attributes=attributes
-    ) as span:
-        yield span
+    if not alone:
+        item = one.item
+        attributes.update(telemetry.item_attributes(item.ref.batch_id, item.ref.index, item.custom_id))
+        attributes["batchgate.retry"] = one.retry
+        attributes["batchgate.attempt"] = one.number
+    if isinstance(one.result, str):
+        attributes["error.type"] = one.result
+        return attributes, one.result
+    return attributes, _answer_attributes(attributes, one.result, record_content)
 
 
-def end_attempt(
-    span: trace.Span, answer: UpstreamAnswer | None, failure: str | None, record_content: bool
-) -> None:
-    """What came back: an answer in OpenAI's shape (with its token usage), or the transport
-    failure that stood for one."""
-    if answer is None:
-        span.set_attribute("error.type", failure or "")
-        span.set_status(Status(StatusCode.ERROR, failure))
-        return
-    span.set_attribute("http.response.status_code", answer.status_code)
+def _answer_attributes(
+    attributes: dict[str, Any], answer: UpstreamAnswer, record_content: bool
+) -> str | None:
+    """What came back, into `attributes`: an answer in OpenAI's shape, with its token usage.
+    Returns the error (the status) when it is not a success."""
+    attributes["http.response.status_code"] = answer.status_code
     if answer.request_id:
-        span.set_attribute("batchgate.upstream.request_id", answer.request_id)
+        attributes["batchgate.upstream.request_id"] = answer.request_id
     if not 200 <= answer.status_code < 300:
-        span.set_attribute("error.type", str(answer.status_code))
-        span.set_status(Status(StatusCode.ERROR, str(answer.status_code)))
-        return
+        attributes["error.type"] = str(answer.status_code)
+        return str(answer.status_code)
     parsed = answer.parsed
     if isinstance(parsed.get("id"), str):
-        span.set_attribute("gen_ai.response.id", parsed["id"])
+        attributes["gen_ai.response.id"] = parsed["id"]
     if isinstance(parsed.get("model"), str):
-        span.set_attribute("gen_ai.response.model", parsed["model"])
+        attributes["gen_ai.response.model"] = parsed["model"]
     choices = parsed.get("choices")
     if isinstance(choices, list):
         reasons = [c["finish_reason"] for c in choices if isinstance(c, dict) and c.get("finish_reason")]
         if reasons:
-            span.set_attribute("gen_ai.response.finish_reasons", reasons)
+            attributes["gen_ai.response.finish_reasons"] = reasons
     if record_content:
         given = next((parsed[k] for k in OUTPUT_KEYS if k in parsed), None)
         if given is not None:
-            span.set_attribute("gen_ai.output.messages", _content(given))
+            attributes["gen_ai.output.messages"] = _content(given)
     usage = usage_of(parsed)
-    tokens = {
-        "gen_ai.usage.input_tokens": usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": usage.completion_tokens,
-    }
+    attributes["gen_ai.usage.input_tokens"] = usage.prompt_tokens
+    attributes["gen_ai.usage.output_tokens"] = usage.completion_tokens
     if usage.cached_tokens:
-        tokens["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
+        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
     if usage.reasoning_tokens:
-        tokens["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
-    span.set_attributes(tokens)
+        attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+    return None
 
 
 @contextlib.contextmanager

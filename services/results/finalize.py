@@ -224,9 +224,12 @@ class Finalizer:
         return Counter({(state, error_code(code, None)): count for state, code, count in rows})
 
     async def _write_spans(self, batch_id: str, started_ns: int) -> None:
-        """One span per traced item in its own trace: the line written to the output or error file."""
+        """The line written to the output or error file, as a span in the item's trace, for
+        each traced item that has no record span (one that ended without an executor's
+        outcome: cancelled, expired, or run by the provider's batch API). A recorded item's
+        record span says where its line went (`batchgate.outcome`): one span fewer per item."""
         async with self._db.read() as conn:
-            rows = await items.traced(conn, batch_id)
+            rows = await items.traced_unrecorded(conn, batch_id)
         for number, row in enumerate(rows, 1):
             telemetry.record_child_span(
                 "results",

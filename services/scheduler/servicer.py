@@ -142,7 +142,6 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 lease.traceparent,
                 {
                     **telemetry.item_attributes(lease.batch_id, lease.index, lease.custom_id),
-                    "gen_ai.request.model": lease.model,
                     "batchgate.lease.attempt": lease.attempt,
                     "batchgate.lease.wait_s": round(max(started_ns / 1e9 - lease.batch_created_at, 0.0), 3),
                     "batchgate.executor.id": executor_id,

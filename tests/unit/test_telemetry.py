@@ -152,3 +152,32 @@ def test_metrics_ports_of_the_processes_on_one_host() -> None:
     assert settings.metrics_port_of(["executor"], 0) == 9465
     assert settings.metrics_port_of(["executor"], 2) == 9467
     assert load_settings(environ={}).metrics_port_of(["executor"], 2) == 0
+
+
+def test_an_open_span_is_current_gathers_its_attributes_and_is_recorded_when_it_ends(
+    sink: OtlpSink,
+) -> None:
+    _setup(1.0, "ingest", "executor")
+    traceparent = telemetry.start_item_trace("ingest", {"item.index": 1})
+    with telemetry.open_child_span("executor", "batchgate.item.run", traceparent, {"a": 1}) as run:
+        assert run is not None and run.is_recording()
+        with telemetry.tracer("executor").start_as_current_span("inner"):  # the SDK's own span
+            pass
+        run.set_attributes({"b": "x"})
+        run.set_attribute("a", 2)
+        assert telemetry.current_traceparent() == telemetry.traceparent_of(run)
+    with pytest.raises(RuntimeError), telemetry.open_child_span("executor", "failed", traceparent, {}):
+        raise RuntimeError("boom")
+    with telemetry.open_child_span("executor", "untraced", UNSAMPLED, {}) as nothing:
+        assert nothing is None
+    spans = {s.name: s for s in _flushed(sink)}
+    assert set(spans) == {"batchgate.item.accept", "batchgate.item.run", "inner", "failed"}
+    accept, recorded = spans["batchgate.item.accept"], spans["batchgate.item.run"]
+    assert (recorded.service, recorded.trace_id, recorded.parent_span_id) == (
+        "batchgate-executor",
+        accept.trace_id,
+        accept.span_id,
+    )
+    assert recorded.attributes == {"a": 2, "b": "x"} and not recorded.error
+    assert spans["inner"].parent_span_id == recorded.span_id  # children of the open span
+    assert spans["failed"].error and spans["failed"].parent_span_id == accept.span_id

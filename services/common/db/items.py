@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.db.dialect import DriverMany, PerDialect, insert_rows, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
-from batchgate.services.common.db.schema import items
-from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ItemState
+from batchgate.services.common.db.schema import batches, items
+from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, Execution, ItemState
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -155,11 +155,18 @@ async def closed_counts(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
     return list((await conn.execute(query)).all())
 
 
-async def traced(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
-    """results: (idx, custom_id, state, traceparent) of the batch's traced items, in order."""
+async def traced_unrecorded(conn: AsyncConnection, batch_id: str) -> list[AnyRow]:
+    """results: (idx, custom_id, state, traceparent) of the batch's traced items whose outcome
+    no executor reported (cancelled, expired; every item of a natively run batch), in order:
+    the items whose trace has no record span of results."""
+    execution = select(batches.c.execution).where(batches.c.id == batch_id).scalar_subquery()
     query = (
         select(items.c.idx, items.c.custom_id, items.c.state, items.c.traceparent)
-        .where(items.c.batch_id == batch_id, items.c.traceparent.is_not(None))
+        .where(
+            items.c.batch_id == batch_id,
+            items.c.traceparent.is_not(None),
+            or_(items.c.state.not_in(list(ITEM_REPORTED)), execution == Execution.NATIVE),
+        )
         .order_by(items.c.idx)
     )
     return list((await conn.execute(query)).all())

@@ -1,5 +1,5 @@
 """The spans of a traced tool-calling record, inside its run span: one per model turn
-(`batchgate.tool.turn`, holding that turn's attempt spans) and one per tool round
+(`batchgate.tool.turn`, holding a span per upstream call of that turn) and one per tool round
 (`batchgate.tool.round`, holding its HTTP requests; for MCP one `execute_tool {name}` span per
 call, GenAI conventions). Attributes name the tool server only as `safe_url` writes it; the
 record's `authorization` is a header, which no span records. An untraced record gets none

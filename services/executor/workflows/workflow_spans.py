@@ -1,7 +1,8 @@
 """The spans of a traced workflow record, inside its run span: one per step
 (`batchgate.workflow.step`, holding its requests and the callback's HTTP request) and one per
-request (`batchgate.workflow.request`, holding that request's attempt spans). The callback is
-named only as `safe_url` writes it; its `authorization` is a header, which no span records."""
+request (`batchgate.workflow.request`, holding a span per upstream call of that request). The
+callback is named only as `safe_url` writes it; its `authorization` is a header, which no span
+records."""
 
 from __future__ import annotations
 
