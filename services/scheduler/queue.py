@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from batchgate.services.common.db import Database, batches, projects, queue
+from batchgate.services.common.db import Database, batches, lease_cursors, projects, queue
 from batchgate.services.common.db.dialect import notify
 from batchgate.services.common.db.queue import Ref
 from batchgate.services.common.states import BatchStatus, ItemErrorCode, ItemState
@@ -270,8 +270,10 @@ class Queue:
             return await queue.heartbeat(conn, executor_id, time.time() + self._ttl)
 
     async def release(self, refs: Sequence[Ref]) -> int:
-        """Queue leased items again at once (their holder is shutting down)."""
+        """Queue leased items again at once (their holder is shutting down); their batches' lease
+        cursors come down to them first, so the next leases find them."""
         async with self._db.write() as conn:
+            await lease_cursors.lower(conn, ((r.batch_id, r.index) for r in refs))
             current = await queue.current(self._db, conn, refs)
             if current:
                 await queue.requeue(conn, current)

@@ -3,9 +3,9 @@ running batches they depend on): the only place this SQL lives. The scheduler al
 these; `batchgate.services.scheduler.queue` holds the rules (fairness, rounds, sessions' lifetimes).
 
 Leasing is one UPDATE … WHERE idx IN (SELECT … LIMIT n [FOR UPDATE SKIP LOCKED]) RETURNING
-per batch that gets a share, walking the partial index on queued items (on PostgreSQL the
-sub-select is written so that it runs exactly once, `dialect.in_skip_locked`, and the rows
-are found by key, `_build_lease`). Concurrent
+per batch that gets a share, walking the partial index on queued items from the batch's lease
+cursor up (`lease_cursors`); on PostgreSQL the sub-select is written so that it runs exactly
+once, `dialect.in_skip_locked`, and the rows are found by key, `_build_lease`. Concurrent
 leasers on several replicas skip each other's rows instead of waiting, and a row updated
 meanwhile is re-checked (`state='queued'`) before it is taken. Every lease bumps `attempt`,
 the fencing token a result must carry to be accepted. The same statement re-checks that the
@@ -14,7 +14,8 @@ nothing more.
 
 Lock order on PostgreSQL, wherever one transaction touches both: the batch row, then its
 items (results' recorder does the same), so closing and recording cannot deadlock; a session
-row before items (leasing and rescue), so those two cannot either.
+row before items (leasing and rescue), so those two cannot either. (A lease locks its batch
+row after its items SKIP LOCKED: it never waits there.)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from sqlalchemy import bindparam, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from batchgate.services.common.db import lease_cursors
 from batchgate.services.common.db.dialect import PerDialect, in_skip_locked, lock_rows, upsert
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches, executor_sessions, items
@@ -83,13 +85,15 @@ def _still_running(batch_id: Any, now: Any) -> Any:
 async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[AnyRow]:
     """scheduler: up to `limit` running batches with queued items (id, project_id,
     priority_tier, priority, created_at, endpoint, model), highest priority first; never a
-    natively run one (the provider runs its items).
+    natively run one (the provider runs its items). "Has queued items" is read off the batch's
+    lease cursor, never probed in the items (`lease_cursors`; a cursor that lags lists a batch
+    with nothing to lease, and its next lease gives fewer items than asked and moves it).
 
     Within a priority, each project's oldest batch comes before any project's second one
     (`project_rank`), so a project with hundreds of queued batches cannot push another
     project's only batch out of the candidates.
     """
-    has_queued = exists().where(items.c.batch_id == batches.c.id, items.c.state == ItemState.QUEUED)
+    has_queued = batches.c.lease_cursor < lease_cursors.END
     priority_order = (batches.c.priority_tier.desc(), batches.c.priority.desc())
     ranked = (
         select(
@@ -148,9 +152,10 @@ def _build_lease(db: Database) -> Any:
     read all the batch's queued items (4,936 rows for 64 leased). The picked rows are locked
     with that condition re-checked under the lock, so it holds for them anyway."""
     batch_id: Any = bindparam("p_batch")
+    cursor = select(batches.c.lease_cursor).where(batches.c.id == batch_id).scalar_subquery()
     picked = (
         select(items.c.idx)
-        .where(items.c.batch_id == batch_id, items.c.state == ItemState.QUEUED)
+        .where(items.c.batch_id == batch_id, items.c.state == ItemState.QUEUED, items.c.idx >= cursor)
         .order_by(items.c.idx)
         .limit(bindparam("p_count"))
     )
@@ -185,8 +190,8 @@ async def lease_from(
     request_id: str,
     now: float,
 ) -> list[AnyRow]:
-    """scheduler: lease up to `count` queued items of a batch that still runs to the session;
-    returns (idx, attempt, custom_id, body, traceparent) of each."""
+    """scheduler: lease up to `count` queued items of a batch that still runs to the session, its
+    cursor moved past them; returns (idx, attempt, custom_id, body, traceparent) of each."""
     params = {
         "p_batch": batch_id,
         "p_count": count,
@@ -194,7 +199,9 @@ async def lease_from(
         "p_session": executor_id,
         "p_request": request_id or None,
     }
-    return list((await conn.execute(_LEASE(db), params)).all())
+    rows = list((await conn.execute(_LEASE(db), params)).all())
+    await lease_cursors.advance(db, conn, batch_id)
+    return rows
 
 
 _KEEP_SESSION = PerDialect(
@@ -253,7 +260,8 @@ async def current(db: Database, conn: AsyncConnection, refs: Sequence[Ref]) -> l
 
 
 async def requeue(conn: AsyncConnection, refs: Sequence[Ref]) -> None:
-    """scheduler: queue these current leases again (their holder is shutting down)."""
+    """scheduler: queue these current leases again (their holder is shutting down), their
+    batches' cursors lowered before `current` locked them (`lease_cursors.lower`)."""
     await conn.execute(_UPDATE_LEASE.values(state=ItemState.QUEUED, leased_by=None), _params(refs))
 
 
@@ -274,6 +282,7 @@ async def rescue_lapsed(db: Database, conn: AsyncConnection, now: float, forget_
         ).scalars()
     )
     await conn.execute(executor_sessions.delete().where(executor_sessions.c.lapsed_at < forget_before))
+    await lease_cursors.lower_for_sessions(conn, lapsed)  # their items are queued again below
     rescued = 0
     for session in lapsed:
         count = (
@@ -293,7 +302,8 @@ async def rescue_lapsed(db: Database, conn: AsyncConnection, now: float, forget_
 
 
 async def depth(conn: AsyncConnection) -> tuple[dict[int, int], dict[int, int]]:
-    """scheduler: per priority tier, (open items of running batches, queued items of them)."""
+    """scheduler: per priority tier, (open items of running batches, queued items of them, counted
+    from each batch's lease cursor up: below it the index holds only leased items' entries)."""
     running = batches.c.status.in_(BATCH_RUNNING)
     open_items = batches.c.total - batches.c.completed_count - batches.c.failed_count
     open_by_tier = (
@@ -307,7 +317,7 @@ async def depth(conn: AsyncConnection) -> tuple[dict[int, int], dict[int, int]]:
         await conn.execute(
             select(batches.c.priority_tier, func.count())
             .select_from(items.join(batches, batches.c.id == items.c.batch_id))
-            .where(items.c.state == ItemState.QUEUED, running)
+            .where(items.c.state == ItemState.QUEUED, running, items.c.idx >= batches.c.lease_cursor)
             .group_by(batches.c.priority_tier)
         )
     ).all()

@@ -77,10 +77,10 @@ files = Table(
 )
 
 # Create, metadata and the validating→in_progress/failed transitions are ingest's; the
-# scheduler owns in_progress→cancelling and the cancel/expiry marks (`end_status`); results
-# owns →finalizing→completed|expired|cancelled, the file ids and the folded progress counters
-# (the scheduler adds cancelled/expired items to `failed_count` in the same transaction as it
-# marks them).
+# scheduler owns in_progress→cancelling, the cancel/expiry marks (`end_status`) and the lease
+# cursor; results owns →finalizing→completed|expired|cancelled, the file ids and the folded
+# progress counters (the scheduler adds cancelled/expired items to `failed_count` in the same
+# transaction as it marks them).
 batches = Table(
     "batches",
     metadata,
@@ -140,6 +140,9 @@ batches = Table(
     # (`<only or all>:<model or nothing>`), one retry batch per source and selection.
     Column("retry_of", String(40), nullable=True),
     Column("retry_selection", String(240), nullable=True),
+    # The scheduler's: no queued item of the batch lies below it, so leases pick from here
+    # (`lease_cursors`); `lease_cursors.END` once nothing is queued.
+    Column("lease_cursor", Integer, nullable=False, server_default="0"),
     Index("ix_batches_project_id", "project_id", "id"),
     Index("ix_batches_status", "status"),
     Index("ix_batches_template_id", "template_id", "id"),

@@ -89,6 +89,7 @@ def upgrade() -> None:
         sa.Column("template_id", sa.String(length=40), nullable=True),
         sa.Column("retry_of", sa.String(length=40), nullable=True),
         sa.Column("retry_selection", sa.String(length=240), nullable=True),
+        sa.Column("lease_cursor", sa.Integer(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("batches", schema=None) as batch_op:
