@@ -24,8 +24,19 @@ def test_scenarios_run_and_save_records() -> None:
         ["tools", "--n", "20", "--runs", "1"],
         ["reads", "--read-n", "100", "--pollers", "8", "--runs", "1"],
         ["scale", "--scale-n", "300", "--databases", "sqlite"],
-        ["soak", "--databases", "sqlite", "--soak-minutes", "0.15", "--soak-warmup-minutes", "0"]
-        + ["--soak-every-s", "1", "--soak-items", "10"],
+        [
+            "soak",
+            "--databases",
+            "sqlite",
+            "--soak-minutes",
+            "0.15",
+            "--soak-warmup-minutes",
+            "0",
+            "--soak-every-s",
+            "1",
+            "--soak-items",
+            "10",
+        ],
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *scenario],
