@@ -16,6 +16,7 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.errors import clip
+from batchgate.services.common.jsonl import exact
 from batchgate.services.common.tool_config import CONFIG_KEY, InvalidToolConfig
 from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
 from batchgate.services.common.workflow_config import WORKFLOW_KEY, InvalidWorkflow
@@ -152,7 +153,7 @@ class RecordChecker:
                 f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
                 custom_id,
             )
-        return encoded, model, url_owner
+        return exact(encoded), model, url_owner
 
     def _check_options(
         self, body: dict[str, Any], custom_id: str
