@@ -80,8 +80,9 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvloop
 
-    from batchgate.services.common import faults, logs, telemetry, tls
+    from batchgate.services.common import allocator, faults, logs, telemetry, tls
 
+    allocator.limit_arenas()  # before the service's threads start
     settings = admin.settings_of(args)
     name = "+".join(args.services)
     upstream_keys = [key for provider in settings.providers for key in provider.api_keys]
