@@ -58,7 +58,11 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
             "scheduler": scheduler_server.build,
             "results": results_server.build,
         }
-        db = Database(settings.resolved_database_url)
+        db = Database(
+            settings.resolved_database_url,
+            writer_cache_mib=settings.sqlite_writer_cache_mib,
+            reader_cache_mib=settings.sqlite_reader_cache_mib,
+        )
         hosts += [builders[name](settings, db) for name in core]
     if "executor" in services:
         from batchgate.services.executor import server as executor_server
@@ -76,8 +80,9 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvloop
 
-    from batchgate.services.common import faults, logs, telemetry, tls
+    from batchgate.services.common import allocator, faults, logs, telemetry, tls
 
+    allocator.limit_arenas()  # before the service's threads start
     settings = admin.settings_of(args)
     name = "+".join(args.services)
     upstream_keys = [key for provider in settings.providers for key in provider.api_keys]

@@ -42,7 +42,12 @@ from aiohttp import web
 
 from batchgate import simulated_answers as answers
 
-CALL_LOG_MAX = 200_000
+# What the simulator remembers for the tests that read it back is bounded: over a million
+# calls its per-call counters grew by ~330 MiB. The call log keeps the latest calls, the
+# per-content counts the latest contents (a test asks about its own few), and the per-body
+# counts only bodies that ask for a status a number of `times`, the one reader of them.
+CALL_LOG_MAX = 10_000
+CONTENT_COUNTS_MAX = 50_000
 
 
 @dataclass
@@ -59,7 +64,10 @@ class _State:
     options: SimulatorOptions
     rng: random.Random
     calls_by_key: Counter[str] = field(default_factory=Counter)
+    """Calls per body digest, for bodies whose `x_sim` asks for a status (`times`)."""
     calls_by_content: Counter[str] = field(default_factory=Counter)
+    """Calls per content key, the latest CONTENT_COUNTS_MAX keys (a key counted again moves
+    to the end)."""
     calls_by_status: Counter[int] = field(default_factory=Counter)
     calls: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=CALL_LOG_MAX))
     total: int = 0
@@ -115,13 +123,14 @@ class _Simulator:
         except (orjson.JSONDecodeError, AssertionError):
             return self.respond(400, error(400, "The body must be a JSON object."))
         key = answers.content_key(body)
-        state.calls_by_content[key] += 1
+        self._count_content(key)
         call = {"content": key, "model": body.get("model"), "api_key": api_key, "at": time.time()}
         state.calls.append(call)  # its status is added when it answers
         digest = answers.sha256_hex(raw)
         x_sim = body.get("x_sim")
         sim: dict[str, Any] = x_sim if isinstance(x_sim, dict) else {}
-        state.calls_by_key[digest] += 1
+        if sim.get("status"):
+            state.calls_by_key[digest] += 1
         delay = self.options.latency_ms + float(sim.get("delay_ms", 0))
         if delay > 0:
             await asyncio.sleep(delay / 1000)
@@ -137,6 +146,12 @@ class _Simulator:
             answer = answers.steer(answer, sim, body)
         call["status"] = status
         return self.respond(status, answer, answer_headers)
+
+    def _count_content(self, key: str) -> None:
+        counts = self.state.calls_by_content
+        counts[key] = counts.pop(key, 0) + 1
+        if len(counts) > CONTENT_COUNTS_MAX:
+            del counts[next(iter(counts))]  # the key counted longest ago
 
     def _refusal(
         self,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import orjson
 
 from bench.direct import run_direct
@@ -178,8 +179,9 @@ def ingest(args: argparse.Namespace) -> list[dict[str, Any]]:
                 parse_s = time.perf_counter() - parse_started
                 with ProcessMeter(stack_pids(stack)) as meter:
                     created = upload_and_create(client, input_path)
-                client.batches.cancel(created.batch.id)
+                _cancel(client, created.batch.id)
                 rss = meter.peak_rss_mib()
+                growth = meter.rss_growth_mib()
                 rows.append(
                     {
                         "lines": lines,
@@ -191,6 +193,8 @@ def ingest(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "create/parse": created.create_s / parse_s,
                         "core peak MiB": rss.get("core"),
                         "envoy peak MiB": rss.get("envoy"),
+                        "core +MiB": growth.get("core"),
+                        "envoy +MiB": growth.get("envoy"),
                     }
                 )
             inline = _inline_create(stack, client, workdir, args) if args.inline_lines else None
@@ -199,6 +203,19 @@ def ingest(args: argparse.Namespace) -> list[dict[str, Any]]:
         print_table("Ingest: create with inline requests (one JSON body, no upload)", [inline])
         rows.append(inline)
     return rows
+
+
+def _cancel(client: Any, batch_id: str, attempts: int = 5) -> None:
+    """Cancel a measured batch so it does not run; the cancel of a large batch can outlast the
+    scheduler call's deadline on a busy machine (503, "retry the cancel"), so retry it."""
+    for attempt in range(attempts):
+        try:
+            client.batches.cancel(batch_id)
+            return
+        except openai.InternalServerError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2)
 
 
 def _inline_create(stack: Any, client: Any, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -215,7 +232,7 @@ def _inline_create(stack: Any, client: Any, workdir: Path, args: argparse.Namesp
             extra_body={"requests": records},
         )
         create_s = time.perf_counter() - started
-    client.batches.cancel(batch.id)
+    _cancel(client, batch.id)
     rss = meter.peak_rss_mib()
     return {
         "lines": args.inline_lines,

@@ -3,7 +3,9 @@
 The transcoder's service list and the routes come from the descriptor set (itself generated
 from protos/), so a new RPC needs no hand edit here: only a new *service* needs a line in
 `SERVICE_CLUSTERS`, and `tests/unit/test_gateway_config.py` fails until it has one.
-Streaming RPCs (uploads, downloads) get `timeout: 0s`; unary ones a generous limit.
+Streaming RPCs (uploads, downloads) get `timeout: 0s` and hold at most 1 MiB of their
+body for a retry (an upload passes through Envoy in bounded memory); unary ones a generous
+limit.
 
 A dead replica is invisible to clients: each cluster checks its replicas' `grpc.health.v1`
 every second and ejects one whose connections fail (outlier detection), and every route
@@ -54,6 +56,7 @@ SERVICE_CLUSTERS = {
 }
 UNARY_TIMEOUT = "300s"  # CreateBatch validates up to 200 MB before it answers
 TRANSCODER_BODY_SLACK = 1024 * 1024
+STREAM_RETRY_BUFFER_BYTES = 1024 * 1024  # per streaming request (uploads), see _route
 # Native gRPC services on Envoy's port besides the public API, all answered by ingest.
 FRONT_DOOR = "ingest"
 FRONT_DOOR_SERVICES = (
@@ -223,7 +226,7 @@ def _cluster(name: str, addrs: list[str], settings: Settings, config_path: Path)
 
 
 def _route(match: dict[str, str], cluster: str, streaming: bool, read: bool) -> dict[str, Any]:
-    return {
+    route: dict[str, Any] = {
         "match": match,
         "route": {
             "cluster": cluster,
@@ -244,6 +247,14 @@ def _route(match: dict[str, str], cluster: str, streaming: bool, read: bool) -> 
             },
         },
     }
+    if streaming:
+        # The router keeps a copy of the body sent so far, for a retry, up to the stream's
+        # buffer limit, which the transcoder raises to its max_request_body_size (the largest
+        # JSON body): a whole 200 MB upload stayed in Envoy. A stream retries only while its
+        # first MiB is still in hand (a connect failure before it was sent); beyond, the
+        # router forwards under flow control and holds nothing.
+        route["request_body_buffer_limit"] = STREAM_RETRY_BUFFER_BYTES
+    return route
 
 
 def render(

@@ -39,6 +39,17 @@ class Settings:
         "SQLAlchemy async URL. Empty: SQLite at `<data_dir>/batchgate.db`. "
         "PostgreSQL: `postgresql+asyncpg://user@host:5432/db`.",
     )
+    sqlite_writer_cache_mib: int = _setting(
+        16,
+        "BATCHGATE_SQLITE_WRITER_CACHE_MIB",
+        "SQLite's page cache of a process's one writing connection, in MiB (its hot B-tree pages).",
+    )
+    sqlite_reader_cache_mib: int = _setting(
+        2,
+        "BATCHGATE_SQLITE_READER_CACHE_MIB",
+        "SQLite's page cache of each of a process's 8 reading connections, in MiB (the OS caches "
+        "the file for all of them; each connection's own cache only grows the process).",
+    )
     # --- network -----------------------------------------------------------------------
     host: str = _setting("127.0.0.1", "BATCHGATE_HOST", "Address every service and Envoy bind to.")
     port: int = _setting(8080, "BATCHGATE_PORT", "Envoy's port: REST (OpenAI API) and native gRPC.")

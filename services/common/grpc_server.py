@@ -50,6 +50,21 @@ def channel_options(settings: Settings) -> list[tuple[str, Any]]:
     ]
 
 
+def server_options(settings: Settings) -> list[tuple[str, Any]]:
+    """A server's channel arguments: `channel_options` and two of its own."""
+    return [
+        *channel_options(settings),
+        # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind and
+        # silently receive half the calls. Without it, a taken port is an error.
+        ("grpc.so_reuseport", 0),
+        # With BDP probing on, the receive window of a fast loopback stream grows until the
+        # sender never waits: Envoy pushed a whole 200 MB upload into ingest's transport
+        # buffers (~150 MiB of RSS) while it wrote the first MiBs. The fixed default window
+        # (64 KiB per stream) keeps what a stream holds small; uploads ran no slower.
+        ("grpc.http2.bdp_probe", 0),
+    ]
+
+
 @dataclass
 class ServiceHost:
     """What a service package hands to `run_hosts`: its servicers and background loops."""
@@ -196,9 +211,7 @@ async def _start(
     """Listen and serve `host`, all its names answering SERVING to health checks."""
     server = grpc.aio.server(
         interceptors=[_Wrapper(host.name, verifier if host.public else None, material is not None)],
-        # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind and
-        # silently receive half the calls. Without it, a taken port is an error.
-        options=[*channel_options(settings), ("grpc.so_reuseport", 0)],
+        options=server_options(settings),
     )
     names = host.register(server)
     health = health_aio.HealthServicer()

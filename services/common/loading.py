@@ -106,6 +106,9 @@ def _check_values(settings: Settings) -> None:
         raise ValueError("trace_sample_ratio must be between 0 and 1")
     if settings.log_format not in LOG_FORMATS:
         raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}")
+    for name in ("sqlite_writer_cache_mib", "sqlite_reader_cache_mib"):
+        if getattr(settings, name) < 1:
+            raise ValueError(f"{name} must be at least 1")
     if not 0 <= settings.metrics_port <= 65535:
         raise ValueError("metrics_port must be a port number (0: off)")
     try:

@@ -18,7 +18,7 @@ import orjson
 from batchgate.services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT, chat_target
 from batchgate.services.common.config import Settings
 from batchgate.services.common.ids import message_batch_id
-from batchgate.services.common.jsonl import one_line
+from batchgate.services.common.jsonl import exact, one_line
 from batchgate.services.common.translate.message_batches import (
     BatchLimits,
     ModelRoute,
@@ -86,7 +86,7 @@ class MessageRequestChecker:
             )
         if self.model is None:
             self.model = outcome.model
-        return Accepted(outcome.custom_id, orjson.dumps(outcome.params), outcome.model)
+        return Accepted(outcome.custom_id, exact(orjson.dumps(outcome.params)), outcome.model)
 
 
 def _stored_line(index: int, request: Any, endpoint: str) -> bytes:

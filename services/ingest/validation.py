@@ -16,6 +16,8 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.errors import clip
+from batchgate.services.common.jsonl import exact
+from batchgate.services.common.seen_ids import SeenIds
 from batchgate.services.common.tool_config import CONFIG_KEY, InvalidToolConfig
 from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
 from batchgate.services.common.workflow_config import WORKFLOW_KEY, InvalidWorkflow
@@ -60,7 +62,8 @@ class RecordChecker:
     custom_id_pattern: re.Pattern[str] | None = None
     allowed_models: frozenset[str] | None = None
     """The models the caller's policy allows (None: every offered one)."""
-    seen_custom_ids: set[str] = field(default_factory=set)
+    seen_custom_ids: SeenIds = field(default_factory=SeenIds)
+    """Every accepted record's custom_id, packed (a set of a million took ~90 MiB)."""
     model: str | None = None
     _offered: dict[str, ModelConfig | None] = field(default_factory=dict)
     """Catalogue lookups so far (a batch names one model, tens of thousands of times)."""
@@ -152,7 +155,7 @@ class RecordChecker:
                 f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
                 custom_id,
             )
-        return encoded, model, url_owner
+        return exact(encoded), model, url_owner
 
     def _check_options(
         self, body: dict[str, Any], custom_id: str

@@ -16,6 +16,7 @@ from batchgate.gateway.render import (
     RETRY_ANY,
     RETRY_READ,
     SERVICE_CLUSTERS,
+    STREAM_RETRY_BUFFER_BYTES,
     public_methods,
     render,
     sds_paths,
@@ -68,6 +69,22 @@ def test_every_public_rpc_has_a_route_with_the_right_timeout_and_retries() -> No
         assert "unavailable" not in routes[by_name[name].path]["retry_policy"]["retry_on"]
     for service in FRONT_DOOR_SERVICES:
         assert routes[f"/{service}/"]["cluster"] == "ingest"
+
+
+def test_streams_keep_a_bounded_copy_of_their_body_for_retries() -> None:
+    """Without a route limit the router buffers a stream's body for retries up to the
+    transcoder's (JSON-sized) limit: an upload would sit in Envoy's memory whole."""
+    hcm = render(load_settings(environ={}))["static_resources"]["listeners"][0]["filter_chains"][0]
+    routes = {
+        r["match"].get("path") or r["match"]["prefix"]: r
+        for r in hcm["filters"][0]["typed_config"]["route_config"]["virtual_hosts"][0]["routes"]
+        if "route" in r
+    }
+    by_name = {m.name: m for m in public_methods()}
+    assert routes[by_name["CreateFile"].path]["request_body_buffer_limit"] == STREAM_RETRY_BUFFER_BYTES
+    assert STREAM_RETRY_BUFFER_BYTES <= 1024 * 1024
+    # A unary create is one transcoded message: it keeps its retry on a connect failure.
+    assert "request_body_buffer_limit" not in routes[by_name["CreateBatch"].path]
 
 
 def test_clusters_check_health_eject_failing_replicas_and_speak_mutual_tls() -> None:

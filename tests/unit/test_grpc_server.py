@@ -1,4 +1,5 @@
-"""Hosting a service: a port another server holds is an error, never a shared listener."""
+"""Hosting a service: a port another server holds is an error, never a shared listener; a
+server's receive windows stay fixed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import grpc
 import pytest
 
-from batchgate.services.common.grpc_server import ServiceHost, run_hosts
+from batchgate.services.common.grpc_server import ServiceHost, run_hosts, server_options
 from batchgate.services.common.loading import load_settings
 
 
@@ -24,3 +25,11 @@ async def test_a_taken_port_is_refused_instead_of_shared() -> None:
             await run_hosts([host], settings, None, stop=stop, grace_s=0)
     finally:
         await holder.stop(None)
+
+
+def test_servers_keep_a_fixed_receive_window() -> None:
+    """BDP probing grew a loopback upload's window until Envoy had pushed the whole file
+    into ingest's transport buffers; servers keep gRPC's fixed per-stream window."""
+    options = dict(server_options(load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true"})))
+    assert options["grpc.http2.bdp_probe"] == 0
+    assert options["grpc.so_reuseport"] == 0

@@ -29,8 +29,10 @@ SQLITE_PRAGMAS = (
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
     "PRAGMA busy_timeout=60000",  # another process (CLI, migrate) holding the lock: wait, don't fail
-    "PRAGMA cache_size=-65536",  # 64 MiB page cache
 )
+# Page caches, per connection (Settings.sqlite_writer_cache_mib / sqlite_reader_cache_mib).
+WRITER_CACHE_MIB = 16
+READER_CACHE_MIB = 2
 
 
 class _InlineConnection(aiosqlite.Connection):
@@ -60,16 +62,18 @@ def _inline_connector(path: str) -> Callable[[], aiosqlite.Connection]:
     return connect
 
 
-def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
+def _sqlite_engine(url: str, *, immediate: bool, pool_size: int, cache_mib: int) -> AsyncEngine:
     database = make_url(url).database or ":memory:"
     creator = {"async_creator": _inline_connector(database)} if immediate else {}
-    engine = create_async_engine(url, pool_size=pool_size, max_overflow=0, **creator)
+    # LIFO: the connection used last (its page cache warm) serves the next read, so a process
+    # that reads one thing at a time keeps one reader's cache, not all eight.
+    engine = create_async_engine(url, pool_size=pool_size, max_overflow=0, pool_use_lifo=True, **creator)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        for pragma in SQLITE_PRAGMAS:
+        for pragma in (*SQLITE_PRAGMAS, f"PRAGMA cache_size={-cache_mib * 1024}"):  # negative: KiB
             cursor.execute(pragma)
         cursor.close()
 
@@ -83,7 +87,10 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int) -> AsyncEngine:
 class Database:
     """One per process; shared by every service hosted in that process."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, *, writer_cache_mib: int = WRITER_CACHE_MIB, reader_cache_mib: int = READER_CACHE_MIB
+    ) -> None:
+        """`*_cache_mib`: SQLite's page cache per connection (ignored on PostgreSQL)."""
         self.url = url
         self.dialect = make_url(url).get_backend_name()
         self._write_lock = asyncio.Lock()
@@ -91,8 +98,8 @@ class Database:
             database = make_url(url).database
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
-            self._writer = _sqlite_engine(url, immediate=True, pool_size=1)
-            self._reader = _sqlite_engine(url, immediate=False, pool_size=8)
+            self._writer = _sqlite_engine(url, immediate=True, pool_size=1, cache_mib=writer_cache_mib)
+            self._reader = _sqlite_engine(url, immediate=False, pool_size=8, cache_mib=reader_cache_mib)
         else:
             self._writer = create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
             self._reader = self._writer

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from batchgate.services.common.errors import clip
+from batchgate.services.common.seen_ids import SeenIds
 from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
 from batchgate.services.common.translate.errors import anthropic_error_type
 from batchgate.services.common.translate.shared import JsonObject, Untranslatable
@@ -119,7 +120,8 @@ class RequestChecker:
 
     route: Router
     limits: BatchLimits = field(default_factory=BatchLimits)
-    seen_custom_ids: set[str] = field(default_factory=set)
+    seen_custom_ids: SeenIds = field(default_factory=SeenIds)
+    """Packed: a batch may have 100,000 requests."""
     _routes: dict[str, ModelRoute | None] = field(default_factory=dict)
     """Router answers so far (a batch names few models, many times)."""
 
