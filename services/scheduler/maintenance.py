@@ -60,6 +60,7 @@ class Maintenance:
         self._leader = LeaderLock(db, LEADER_LOCK_KEY)
         self._leading_since: float | None = None
         self.rescue_grace_s = queue.lease_ttl_s
+        self._closing: set[asyncio.Task[None]] = set()
 
     async def close_batch(self, closing: Closing) -> None:
         """Close what is open in a cancelling/expired batch; finalize it if nothing is left."""
@@ -70,6 +71,20 @@ class Maintenance:
                 await self._feed.announce(Stopped(closing.batch_id, hard=True))
         if settled:
             await self._finalize(closing.batch_id)
+
+    def close_soon(self, closing: Closing) -> None:
+        """Close a batch in the background, for a cancel that answers at once: closing the
+        queued items of a large batch is one long update (tens of seconds for a million items),
+        longer than a client waits for an answer. A close that fails or is cut short (the
+        process stopped) leaves the batch `cancelling`, and the leader's next tick closes it."""
+        task = asyncio.create_task(self.close_batch(closing))
+        self._closing.add(task)
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning("closing a batch failed (%r); the maintenance tick closes it", exc)
 
     async def stop_revoked(self) -> None:
         """Stop the batches of keys revoked or expired since: what is queued or running ends

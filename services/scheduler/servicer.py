@@ -213,10 +213,10 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
         if moved:
             log.info("batch %s: cancelling", request.batch_id)
             # Executors drop what they hold of it and have not started; then what is queued
-            # is closed now rather than at the next tick. Running items finish and are kept.
+            # is closed now rather than at the next tick, after the answer: the batch is
+            # `cancelling` from here on whatever its size. Running items finish and are kept.
             await asyncio.shield(self._feed.announce(Stopped(request.batch_id, hard=False)))
-            closing = Closing(request.batch_id, BatchStatus.CANCELLED, hard=False)
-            await asyncio.shield(self._maintenance.close_batch(closing))
+            self._maintenance.close_soon(Closing(request.batch_id, BatchStatus.CANCELLED, hard=False))
         status = await self._status(request.batch_id)
         return scheduler_pb2.CancelBatchResponse(status=status)
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import openai
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.e2e.ingest_client import VIAS, create_batch
+from tests.execution_support import item_states, result_lines, wait_until
 from tests.support import RunningStack, add_project, chat_records, upload, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
@@ -94,6 +99,57 @@ def test_cancel_is_repeatable_and_409_once_the_batch_ended_otherwise(shared_stac
         client.batches.cancel(finished.id)
     assert caught.value.code == "batch_not_cancellable"
     assert client.batches.cancel(done.id).status == "cancelled"  # a retried cancel still succeeds
+
+
+def test_a_cancel_answers_before_the_queued_items_are_closed(
+    shared_stack: RunningStack, db_kind: str
+) -> None:
+    """Closing the queued items of a large batch is one long update; the answer does not wait
+    for it (it once did, and a batch of 50,000 got a 503 after ingest's 10 s). The close is
+    held back here by a lock on one queued item's row, which only PostgreSQL can take."""
+    if db_kind != "postgres":
+        pytest.skip("needs a row lock: PostgreSQL")
+    client = shared_stack.client()
+    records = chat_records(2000, prefix="held-cancel", x_sim={"delay_ms": 200})
+    batch = client.batches.create(
+        input_file_id=upload(client, records).id, endpoint=ENDPOINT, completion_window="24h"
+    )
+    wait_until("some running", lambda: item_states(shared_stack.database_url, batch.id)["leased"] > 0, 60)
+
+    async def cancel_while_one_row_is_locked() -> tuple[str, int]:
+        # READ COMMITTED: each statement here sees what others committed, the close included.
+        engine = create_async_engine(shared_stack.database_url)
+        try:
+            async with engine.connect() as conn:
+                locked = await conn.execute(
+                    text(
+                        "SELECT idx FROM items WHERE batch_id = :b AND state = 'queued'"
+                        " ORDER BY idx DESC LIMIT 1 FOR UPDATE"
+                    ),
+                    {"b": batch.id},
+                )
+                assert locked.scalar_one_or_none() is not None, "nothing queued to hold back"
+                # Blocks this loop, not the lock: the server holds it until the rollback.
+                status = client.batches.cancel(batch.id).status
+                queued = (
+                    await conn.execute(
+                        text("SELECT count(*) FROM items WHERE batch_id = :b AND state = 'queued'"),
+                        {"b": batch.id},
+                    )
+                ).scalar_one()
+                await conn.rollback()
+                return status, queued
+        finally:
+            await engine.dispose()
+
+    status, queued = asyncio.run(cancel_while_one_row_is_locked())
+    assert status == "cancelling"
+    assert queued > 0, "the answer waited for the close"
+    done = wait_for_batch(client, batch.id, timeout_s=60)
+    assert done.status == "cancelled"
+    output, errors = result_lines(client, done)
+    assert sorted(line["custom_id"] for line in output + errors) == sorted(r["custom_id"] for r in records)
+    assert {line["error"]["code"] for line in errors} == {"batch_cancelled"}
 
 
 def test_listing_filters_by_status_and_metadata_tag(shared_stack: RunningStack) -> None:
