@@ -73,7 +73,11 @@ HEALTH_CHECK = {
     "timeout": "3s",
     "interval": "1s",
     "interval_jitter": "0.1s",
-    "no_traffic_interval": "5s",
+    # Also 1 s while a cluster has no traffic (Envoy's default is 60 s): a replica that
+    # started after Envoy's first check stays out of the balancing until its next one, and
+    # if its peer dies meanwhile, every call goes to the dead peer (no panic routing at
+    # one healthy host of two).
+    "no_traffic_interval": "1s",
     "unhealthy_threshold": 2,
     "healthy_threshold": 1,
 }

@@ -74,6 +74,13 @@ def _unix(iso: str) -> float:
     return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
+def _envoy_hosts_healthy(stack: Any) -> bool:
+    """Every host of every cluster healthy in Envoy's admin `/clusters` (`…::health_flags::healthy`)."""
+    admin = f"http://127.0.0.1:{stack.settings.envoy_admin_port}/clusters"
+    flags = [line for line in httpx.get(admin, timeout=5).text.splitlines() if "::health_flags::" in line]
+    return bool(flags) and all(line.endswith("::health_flags::healthy") for line in flags)
+
+
 def test_killed_replicas_are_invisible_to_clients(tmp_path: Path) -> None:
     replicas = {"ingest": 2, "scheduler": 2, "results": 2, "executor": 2}
     with (
@@ -101,6 +108,10 @@ def test_killed_replicas_are_invisible_to_clients(tmp_path: Path) -> None:
             lambda: client.batches.retrieve(batch.id).request_counts.completed >= 300,
             timeout_s=120,
         )
+        # The promise is about a replica dying while its peer serves: wait until Envoy has
+        # seen every replica healthy (one that started after Envoy's first check joins at its
+        # next one).
+        wait_until("Envoy sees every replica healthy", lambda: _envoy_hosts_healthy(stack), timeout_s=30)
         poller = Poller(stack, batch.id, batch.input_file_id)
         poller.start()
         victims = [leaders()[0]] + [

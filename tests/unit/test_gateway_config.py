@@ -93,6 +93,8 @@ def test_clusters_check_health_eject_failing_replicas_and_speak_mutual_tls() -> 
     for name, cluster in clusters.items():
         (check,) = cluster["health_checks"]
         assert check["grpc_health_check"] == {"authority": name}
+        # A replica Envoy found down at start joins within a second, traffic or not.
+        assert check["no_traffic_interval"] == check["interval"]
         assert cluster["outlier_detection"]["consecutive_local_origin_failure"] == 1
         tls = cluster["transport_socket"]["typed_config"]
         assert tls["sni"] == name
