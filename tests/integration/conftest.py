@@ -7,12 +7,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from batchgate.services.common.db import Database
-from batchgate.services.common.db.migrate import migrate
+from tests.support import prepare_database
 
 
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[Database]:
+    """Migrated, with the project `default` and a key of it (as a started stack has)."""
+    await prepare_database(database_url)
     database = Database(database_url)
-    await migrate(database)
-    yield database
-    await database.dispose()
+    try:
+        yield database
+    finally:
+        await database.dispose()

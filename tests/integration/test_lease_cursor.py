@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -25,22 +24,11 @@ from batchgate.services.common.db.queue import _LEASE, runnable
 from batchgate.services.common.db.schema import batches
 from batchgate.services.scheduler.queue import Queue, Ref
 from tests.integration.seed import add_batch
-from tests.support import prepare_database
 
 TTL_S = 30.0
 ITEMS = 20_000
 LEASE = 500
 LEFT = 1_000  # queued when the statements are measured
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    await prepare_database(database_url)
-    database = Database(database_url)
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 async def _cursor(db: Database, batch_id: str) -> int:

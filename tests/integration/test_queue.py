@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import select, update
@@ -28,19 +27,8 @@ from batchgate.services.scheduler.queue import (
     Stopped,
 )
 from tests.integration.seed import add_batch
-from tests.support import prepare_database
 
 TTL_S = 30.0
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    await prepare_database(database_url)
-    database = Database(database_url)
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 async def states(db: Database, batch_id: str) -> Counter[str]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-import pytest
 from sqlalchemy import insert, select, update
 
 from batchgate.services.common.config import Settings
@@ -19,7 +17,6 @@ from batchgate.services.common.db.schema import projects, webhook_attempts, webh
 from batchgate.services.common.ids import new_id
 from batchgate.services.common.loading import load_settings
 from batchgate.services.results.webhook_delivery import WebhookDeliverer
-from tests.support import prepare_database
 from tests.webhook_receiver import WebhookReceiver, readme_verifier
 
 
@@ -33,14 +30,6 @@ def settings(**overrides: str) -> Settings:
             **overrides,
         }
     )
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    await prepare_database(database_url)
-    database = Database(database_url)
-    yield database
-    await database.dispose()
 
 
 async def enqueue(db: Database, urls: list[str]) -> str:
