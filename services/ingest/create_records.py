@@ -47,11 +47,11 @@ class Rejection:
         )
 
 
-class Rejections:
-    """Every rejection of a create, streamed to a JSONL blob; the first few kept for the answer."""
+class RejectionTally:
+    """How many records were rejected, with each code, and the first few (the answer's
+    preview); what a dry run keeps, so that a bad file of a million lines is not held whole."""
 
-    def __init__(self, writer: BlobWriter, preview_max: int) -> None:
-        self.writer = writer
+    def __init__(self, preview_max: int) -> None:
         self.count = 0
         self.codes: Counter[str] = Counter()
         self.preview: list[Rejection] = []
@@ -62,6 +62,17 @@ class Rejections:
         self.codes[rejection.code] += 1
         if len(self.preview) < self._preview_max:
             self.preview.append(rejection)
+
+
+class Rejections(RejectionTally):
+    """Every rejection of a create, streamed to a JSONL blob; the first few kept for the answer."""
+
+    def __init__(self, writer: BlobWriter, preview_max: int) -> None:
+        super().__init__(preview_max)
+        self.writer = writer
+
+    async def add(self, rejection: Rejection) -> None:
+        await super().add(rejection)
         await self.writer.write(dumps_line(rejection.as_json()))
 
 

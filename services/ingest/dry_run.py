@@ -43,6 +43,7 @@ from batchgate.services.ingest.create_checks import (
 )
 from batchgate.services.ingest.create_records import (
     Rejection,
+    RejectionTally,
     error_preview,
     inline_line,
     inline_too_large,
@@ -110,7 +111,7 @@ class DryRun:
             model=request.model or None,
             allowed_models=caller.policy.allowed_models,
         )
-        rejections: list[Rejection] = []
+        rejections = RejectionTally(self._settings.rejected_preview_max)
         async with guardrails(caller.project_policy.guardrails, self._settings) as guard:
             total = await self._check_all(
                 caller,
@@ -122,13 +123,13 @@ class DryRun:
                 holds=holds,
                 rejections=rejections,
             )
-        preview = rejections[: self._settings.rejected_preview_max]
-        if len(rejections) == total:
+        preview = rejections.preview
+        if rejections.count == total:
             raise errors.invalid(
                 f"None of the {total} records can run; see 'rejected_records'.",
                 "no_valid_records",
                 param,
-                rejected_count=len(rejections),
+                rejected_count=rejections.count,
                 rejected_records=error_preview(preview),
                 rejected_records_file_id=None,
             )
@@ -152,11 +153,11 @@ class DryRun:
             completed_at=pv.null(),
             rejected_records_file_id=pv.null(),
             expires_at=pv.number_or_null(now + options.window_s),
-            request_counts=batches_pb2.RequestCounts(total=total, failed=len(rejections)),
+            request_counts=batches_pb2.RequestCounts(total=total, failed=rejections.count),
             metadata=pv.from_python(dict(request.metadata) or None),
             model=pv.string_or_null(checker.model),
             priority=pv.from_python(_priority(options.priority_spelling, options.tier)),
-            rejected_count=len(rejections),
+            rejected_count=rejections.count,
             rejected_records=[r.message_proto() for r in preview],
             webhook_url=pv.string_or_null(request.webhook_url or None),
             name=pv.string_or_null(request.name or None),
@@ -185,7 +186,7 @@ class DryRun:
         guard: Guardrails | None,
         estimate: Estimate,
         holds: HoldTally,
-        rejections: list[Rejection],
+        rejections: RejectionTally,
     ) -> int:
         """Check every record as a create would (the caller's record limit and guardrails
         included), adding the accepted ones to `estimate` and `holds`: how many there were."""
@@ -206,5 +207,5 @@ class DryRun:
                 estimate.add(outcome.body, outcome.model)
                 holds.add(outcome.body, outcome.model)
             else:
-                rejections.append(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
+                await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
         return total

@@ -96,12 +96,15 @@ def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(quiet_stack: R
             body={
                 "model": "gpt-4o-mini",
                 "dry_run": True,
-                "requests": [{"messages": "x", "model": "gpt-4o"}],
+                "requests": [{"messages": "x", "model": "gpt-4o"}] * 30,
             },
             cast_to=openai.types.Batch,
         )
     assert caught.value.code == "no_valid_records"
     assert caught.value.body["rejected_records"][0]["code"] == "model_mismatch"
+    # Every rejection counted; the first few listed (a create's file would have every one).
+    assert caught.value.body["rejected_count"] == 30
+    assert len(caught.value.body["rejected_records"]) == quiet_stack.settings.rejected_preview_max < 30
     with pytest.raises(openai.BadRequestError) as caught:
         client.post("/batches", body={"model": "nope", "dry_run": True, "requests": [{}]}, cast_to=dict)
     assert caught.value.code == "model_not_found"
