@@ -40,7 +40,7 @@ class Settings:
         "PostgreSQL: `postgresql+asyncpg://user@host:5432/db`.",
     )
     sqlite_writer_cache_mib: int = _setting(
-        16,
+        8,
         "BATCHGATE_SQLITE_WRITER_CACHE_MIB",
         "SQLite's page cache of a process's one writing connection, in MiB (its hot B-tree pages).",
     )

@@ -31,7 +31,7 @@ SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=60000",  # another process (CLI, migrate) holding the lock: wait, don't fail
 )
 # Page caches, per connection (Settings.sqlite_writer_cache_mib / sqlite_reader_cache_mib).
-WRITER_CACHE_MIB = 16
+WRITER_CACHE_MIB = 8
 READER_CACHE_MIB = 2
 
 
