@@ -21,6 +21,8 @@ from sqlalchemy import Row, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from batchgate.services.common.config import Settings
+
 # A result row of any columns (SQLAlchemy types rows by their column types).
 AnyRow: TypeAlias = Row[*tuple[Any, ...]]
 
@@ -30,9 +32,10 @@ SQLITE_PRAGMAS = (
     "PRAGMA foreign_keys=ON",
     "PRAGMA busy_timeout=60000",  # another process (CLI, migrate) holding the lock: wait, don't fail
 )
-# Page caches, per connection (Settings.sqlite_writer_cache_mib / sqlite_reader_cache_mib).
-WRITER_CACHE_MIB = 8
-READER_CACHE_MIB = 2
+# Page caches, per connection, when no settings say otherwise (a Database built by a tool or
+# a test): the settings' defaults.
+WRITER_CACHE_MIB: int = Settings.sqlite_writer_cache_mib
+READER_CACHE_MIB: int = Settings.sqlite_reader_cache_mib
 
 
 class _InlineConnection(aiosqlite.Connection):
