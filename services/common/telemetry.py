@@ -329,18 +329,15 @@ def child_span(
         yield span
 
 
-@contextlib.contextmanager
 def open_child_span(
     service: str, name: str, traceparent: str | None, attributes: Mapping[str, Any]
-) -> Iterator[trace.Span | None]:
+) -> contextlib.AbstractContextManager[trace.Span | None]:
     """`child_span` for a span that gathers its attributes while the block runs and is
-    recorded when it ends (`span_records.OpenSpan`: no SDK span object); yields None, and
+    recorded when it ends (`span_records.OpenSpan`: no SDK span object); gives None, and
     costs nothing, when that trace is not sampled."""
     if not traced(service, traceparent):
-        yield None
-        return
-    with span_records.open_span(service, name, _remote(traceparent or ""), attributes) as span:
-        yield span
+        return contextlib.nullcontext()
+    return span_records.OpenSpanScope(service, name, _remote(traceparent or ""), attributes)
 
 
 def current_traceparent() -> str:
