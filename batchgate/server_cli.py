@@ -41,7 +41,7 @@ UP_FLAGS = {
 
 
 async def _serve(settings: Settings, services: list[str], index: int) -> None:
-    from batchgate.services.common import auth, telemetry
+    from batchgate.services.common import auth, collector, telemetry
     from batchgate.services.common.db import Database
     from batchgate.services.common.grpc_server import run_hosts
 
@@ -69,6 +69,7 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
 
         hosts.append(executor_server.build(settings, port=settings.executor_port + index))
     verifier = auth.KeyVerifier(db, settings.auth_cache_s) if db is not None else None
+    collector.freeze_startup_objects()
     try:
         await run_hosts(hosts, settings, verifier)
     finally:
