@@ -204,7 +204,7 @@ async def _check_each(
             await writer.add(item_row(batch, index, line_number, outcome, traceparent))
             if isinstance(outcome, Accepted):
                 accepted += 1
-                holds.add(outcome.body, outcome.model)
+                holds.add(outcome)
             else:
                 await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
             index += 1

@@ -204,8 +204,8 @@ class DryRun:
             if guard is not None and isinstance(outcome, Accepted):
                 outcome = await guard.screen(outcome)
             if isinstance(outcome, Accepted):
-                estimate.add(outcome.body, outcome.model)
-                holds.add(outcome.body, outcome.model)
+                estimate.add(outcome)
+                holds.add(outcome)
             else:
                 await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
         return total

@@ -27,6 +27,7 @@ import orjson
 
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
+from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
 TOKENS_PER_MESSAGE = 3
@@ -106,11 +107,12 @@ class Estimate:
     gross_max: float = 0.0
     tokenizer: str = ""
 
-    def add(self, body: bytes, model: str) -> None:
+    def add(self, record: Accepted) -> None:
+        model = record.model
         config = self.settings.model(model)
         upstream = config.upstream_model if config else ""
         count, self.tokenizer = counter_for(upstream, model)
-        request = orjson.loads(body)
+        request = record.parsed()
         prompt = input_tokens(count, request)
         output = 0 if self.endpoint in NO_OUTPUT_ENDPOINTS else self._output_limit(request, config)
         self.input_tokens += prompt

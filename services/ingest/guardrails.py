@@ -27,6 +27,7 @@ from stdnum import iban, luhn
 
 from batchgate.services.common.config import Settings
 from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
+from batchgate.services.common.jsonl import exact
 from batchgate.services.common.webhook_urls import (
     GuardedResolver,
     RefusedUrl,
@@ -171,7 +172,7 @@ class Guardrails:
 
     async def screen(self, record: Accepted) -> Accepted | Rejected:
         """The record with its texts filtered, or its rejection naming the rule that blocked it."""
-        body = orjson.loads(record.body)
+        body = dict(record.parsed())  # its texts are replaced: a copy, not the record's
         changed = False
         for name in TEXT_FIELDS:
             if name not in body:
@@ -185,7 +186,7 @@ class Guardrails:
                 )
             changed = changed or result != body[name]
             body[name] = result
-        return replace(record, body=orjson.dumps(body)) if changed else record
+        return replace(record, body=exact(orjson.dumps(body)), request=body) if changed else record
 
 
 @contextlib.asynccontextmanager

@@ -86,7 +86,9 @@ class MessageRequestChecker:
             )
         if self.model is None:
             self.model = outcome.model
-        return Accepted(outcome.custom_id, exact(orjson.dumps(outcome.params)), outcome.model)
+        return Accepted(
+            outcome.custom_id, exact(orjson.dumps(outcome.params)), outcome.model, request=outcome.params
+        )
 
 
 def _stored_line(index: int, request: Any, endpoint: str) -> bytes:

@@ -39,6 +39,14 @@ class Accepted:
     `ToolUrlGate` has checked it."""
     url_section: str = "tool_config"
     """Whose URL `tool_url` is: `tool_config` or `workflow` (it names the rejection)."""
+    request: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """What `body` encodes, as the check parsed it (never changed in place); None when only
+    the bytes are at hand."""
+
+    def parsed(self) -> dict[str, Any]:
+        """The request body as a dict, parsed once: a large create's estimates and filters
+        each parsing every body again had cost a tenth of its time."""
+        return self.request if self.request is not None else orjson.loads(self.body)
 
 
 @dataclass(frozen=True)
@@ -109,15 +117,15 @@ class RecordChecker:
         rejected = self._check_request(record, custom_id)
         if isinstance(rejected, Rejected):
             return rejected
-        body, model, (section, url) = rejected
+        body, request, model, (section, url) = rejected
         self.seen_custom_ids.add(custom_id)
         if self.model is None:
             self.model = model
-        return Accepted(custom_id, body, model, url, section)
+        return Accepted(custom_id, body, model, url, section, request)
 
     def _check_request(
         self, record: dict[str, Any], custom_id: str
-    ) -> Rejected | tuple[bytes, str, tuple[str, str | None]]:
+    ) -> Rejected | tuple[bytes, dict[str, Any], str, tuple[str, str | None]]:
         method = record.get("method")
         if method != "POST":
             got = "missing" if method is None else f"{method!r}"
@@ -155,7 +163,7 @@ class RecordChecker:
                 f"The request body is {len(encoded)} bytes; the limit is {self.settings.max_record_bytes}.",
                 custom_id,
             )
-        return exact(encoded), model, url_owner
+        return exact(encoded), body, model, url_owner
 
     def _check_options(
         self, body: dict[str, Any], custom_id: str
