@@ -83,7 +83,7 @@ class HoldTally:
         price = config.price
         if price.input_per_mtok == 0 and price.output_per_mtok == 0:
             return
-        request = record.parsed()
+        request = record.request
         gross = (
             estimate_input_tokens(request) * price.input_per_mtok
             + output_allowance(request, config.hold_max_tokens) * price.output_per_mtok

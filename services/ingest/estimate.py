@@ -112,7 +112,7 @@ class Estimate:
         config = self.settings.model(model)
         upstream = config.upstream_model if config else ""
         count, self.tokenizer = counter_for(upstream, model)
-        request = record.parsed()
+        request = record.request
         prompt = input_tokens(count, request)
         output = 0 if self.endpoint in NO_OUTPUT_ENDPOINTS else self._output_limit(request, config)
         self.input_tokens += prompt

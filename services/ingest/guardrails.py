@@ -172,7 +172,7 @@ class Guardrails:
 
     async def screen(self, record: Accepted) -> Accepted | Rejected:
         """The record with its texts filtered, or its rejection naming the rule that blocked it."""
-        body = dict(record.parsed())  # its texts are replaced: a copy, not the record's
+        body = dict(record.request)  # its texts are replaced: a copy, not the record's
         changed = False
         for name in TEXT_FIELDS:
             if name not in body:

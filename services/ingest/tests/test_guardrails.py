@@ -42,7 +42,7 @@ def _screen(config: GuardrailConfig, body: dict[str, object], settings: Settings
     async def run() -> Accepted | Rejected:
         async with guardrails(config, settings) as guard:
             assert guard is not None
-            return await guard.screen(Accepted("c1", orjson.dumps(body), "m"))
+            return await guard.screen(Accepted("c1", orjson.dumps(body), "m", request=body))
 
     return asyncio.run(run())
 
