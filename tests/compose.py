@@ -29,8 +29,7 @@ import yaml
 
 from batchgate.cli import build_parser
 from batchgate.launcher import Child, Stack
-from batchgate.services.common.config import env_fields
-from batchgate.services.common.loading import load_settings
+from batchgate.services.common.loading import env_fields, load_settings
 from tests.otlp_sink import OtlpSink
 from tests.support import chat_records, clean_environ, free_port, read_jsonl, upload, wait_for_batch
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from batchgate.services.common.authz import ALLOWED_CALLERS, IDENTITIES
 from batchgate.services.common.catalogue import ProviderConfig, RetryPolicy
-from batchgate.services.common.config import Settings, env_fields
+from batchgate.services.common.config import Settings
+from batchgate.services.common.loading import env_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

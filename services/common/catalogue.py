@@ -230,6 +230,10 @@ def check_catalogue(
     """Refuse an inconsistent catalogue (ValueError); returns the models with the endpoints
     each really serves (a model on an Anthropic provider serves chat completions only)."""
     _check_retry(retry)
+    for kind, entries in (("provider", providers), ("model", models)):
+        seen = [entry.name for entry in entries]
+        if twice := sorted({name for name in seen if seen.count(name) > 1}):
+            raise ValueError(f"{kind} names must be unique; more than one {kind} is named {twice}")
     names = {p.name for p in providers}
     for p in providers:
         _check_provider(p)

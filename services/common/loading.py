@@ -23,7 +23,7 @@ from batchgate.services.common.catalogue import (
     parse_catalogue,
     simulated_catalogue,
 )
-from batchgate.services.common.config import LOG_FORMATS, Settings, env_fields
+from batchgate.services.common.config import LOG_FORMATS, Settings
 from batchgate.services.common.webhook_urls import tool_networks, webhook_networks
 from batchgate.services.common.windows import parse_window
 
@@ -31,6 +31,11 @@ MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
+
+
+def env_fields() -> list[dataclasses.Field[Any]]:
+    """Settings that an environment variable can set (the README table lists these)."""
+    return [f for f in dataclasses.fields(Settings) if "env" in f.metadata]
 
 
 def _bool(raw: Any) -> bool:

@@ -157,13 +157,21 @@ def _prometheus_reader(port: int, host: str) -> Any | None:
     )
 
 
+def metrics_port(settings: Settings, services: Sequence[str], executor_index: int = 0) -> int:
+    """The scrape port of a process hosting `services` (0: none): executors are offset so that
+    several of them and the core process fit on one host."""
+    if not settings.metrics_port or list(services) != ["executor"]:
+        return settings.metrics_port
+    return settings.metrics_port + 1 + executor_index
+
+
 def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) -> None:
     """Configure tracing and metrics for each service this process hosts (once per process)."""
     global _item_ratio
     _item_ratio = settings.trace_sample_ratio
     traces = signal_on("TRACES")
     otlp_metrics = signal_on("METRICS")
-    port = settings.metrics_port_of(services, executor_index)
+    port = metrics_port(settings, services, executor_index)
     for service in services:
         if service in _tracer_providers or service in _meter_providers:
             continue

@@ -83,6 +83,15 @@ retry: {max_attempts: 2}
             "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, fallbacks: [z]}]\n",
             "unknown fallback",
         ),
+        (
+            "providers: [{name: p, base_url: x}, {name: p, base_url: y}]\n",
+            r"more than one provider is named \['p'\]",
+        ),
+        (
+            "providers: [{name: p, base_url: x}]\n"
+            "models: [{name: m, provider: p}, {name: n, provider: p}, {name: m, provider: p}]\n",
+            r"more than one model is named \['m'\]",
+        ),
         ("retry: {max_attempts: 0}\n", "max_attempts"),
         ("providers: [{name: p, base_url: x, max_concurrency: 4, min_concurrency: 5}]\n", "min_concurrency"),
         ("providers: [{name: p, base_url: x, requests_per_minute: -1}]\n", "negative"),

@@ -148,10 +148,10 @@ def test_metrics_ports_of_the_processes_on_one_host() -> None:
         environ={"BATCHGATE_METRICS_PORT": "9464", "BATCHGATE_TRACE_RECORD_CONTENT": "on"}
     )
     assert settings.trace_record_content is True
-    assert settings.metrics_port_of(["ingest", "scheduler", "results"]) == 9464
-    assert settings.metrics_port_of(["executor"], 0) == 9465
-    assert settings.metrics_port_of(["executor"], 2) == 9467
-    assert load_settings(environ={}).metrics_port_of(["executor"], 2) == 0
+    assert telemetry.metrics_port(settings, ["ingest", "scheduler", "results"]) == 9464
+    assert telemetry.metrics_port(settings, ["executor"], 0) == 9465
+    assert telemetry.metrics_port(settings, ["executor"], 2) == 9467
+    assert telemetry.metrics_port(load_settings(environ={}), ["executor"], 2) == 0
 
 
 def test_an_open_span_is_current_gathers_its_attributes_and_is_recorded_when_it_ends(
