@@ -53,7 +53,7 @@ class ProviderConfig:
     """One upstream: an OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) or Anthropic."""
 
     name: str
-    """What models name in their `provider`."""
+    """What models name in their `provider`; unique among the providers."""
     kind: str = "openai"
     """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
     base_url: str = ""
@@ -106,7 +106,7 @@ class ModelConfig:
     """A public model name and where it runs."""
 
     name: str
-    """What users put in `body.model`."""
+    """What users put in `body.model`; unique among the models."""
     provider: str
     upstream_model: str = ""
     """The provider's own name for it; defaults to `name`."""
