@@ -393,4 +393,4 @@ class Settings:
 
     @property
     def uses_simulator(self) -> bool:
-        return any(p.name == SIMULATED_PROVIDER for p in self.providers)
+        return self.provider(SIMULATED_PROVIDER) is not None
