@@ -28,7 +28,7 @@ from opentelemetry.exporter.otlp.proto.common._internal import (
 )
 from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import _encode_span
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 VALUES_PER_KEY = 256
 """Attribute values whose bytes are kept per key; a key whose values do not repeat (an item's
@@ -40,6 +40,7 @@ _MASK64 = (1 << 64) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _ONE_BYTE = [bytes((n,)) for n in range(128)]
 _IDS = struct.Struct(">2sQQ2sQ")  # trace id (1, in two halves) and span id (2), with their tags
+_IDS_PARENT = struct.Struct(">2sQQ2sQ2sQ")  # and the parent's span id (4)
 _TIMES = struct.Struct("<BQBQ")  # start (7) and end (8) time, fixed64
 _DOUBLE = struct.Struct("<d")
 _FIXED32 = struct.Struct("<I")
@@ -51,6 +52,7 @@ _REMOTE_FLAGS = b"\x85\x01" + _FIXED32.pack(_CONTEXT_HAS_IS_REMOTE | _CONTEXT_IS
 _LINK_LOCAL_FLAGS = b"\x35" + _FIXED32.pack(_CONTEXT_HAS_IS_REMOTE)  # a link's flags (6), fixed32
 _LINK_REMOTE_FLAGS = b"\x35" + _FIXED32.pack(_CONTEXT_HAS_IS_REMOTE | _CONTEXT_IS_REMOTE)
 _NO_STATUS = b"\x7a\x00"  # status (15), empty: the SDK always sends one
+_STATUS_CODES = {StatusCode.UNSET: b"", StatusCode.OK: b"\x18\x01", StatusCode.ERROR: b"\x18\x02"}  # code (3)
 _SCALARS = (str, int, float)  # bool is an int
 
 
@@ -118,16 +120,22 @@ class SpanEncoder:
 
     def __init__(self) -> None:
         self._keys: dict[str, bytes] = {}
-        self._values: dict[tuple[type, str], dict[Any, bytes]] = {}
+        self._values: dict[str, dict[Any, tuple[type, bytes]]] = {}
+        """Per key, the bytes of each value written, with the value's type: 1, 1.0 and True
+        are one key of a dict, and a hit counts only when the type is the same too."""
+        self._names: dict[str, bytes] = {}
 
     def request(self, spans: Sequence[ReadableSpan]) -> bytes:
         """The wire bytes of an export request of `spans`: grouped by resource, then by
         instrumentation scope, in the order they come, as the SDK's encoder groups them."""
         resources: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
+        resource = scope = written = None
         for span in spans:
-            resource, scope = span.resource, span.instrumentation_scope
-            scopes = resources.setdefault(id(resource), (resource, {}))[1]
-            scopes.setdefault(id(scope), (scope, []))[1].append(self._span(span))
+            if span.resource is not resource or span.instrumentation_scope is not scope:
+                resource, scope = span.resource, span.instrumentation_scope  # a process's spans share both
+                scopes = resources.setdefault(id(resource), (resource, {}))[1]
+                written = scopes.setdefault(id(scope), (scope, []))[1]
+            written.append(self._span(span))  # type: ignore[union-attr]
         return b"".join(
             _field(b"\x0a", self._resource_spans(resource, scopes.values()))
             for resource, scopes in resources.values()
@@ -162,16 +170,43 @@ class SpanEncoder:
             or span.dropped_links
         ):
             raise _Unsupported
-        parts = [_ids(context.trace_id, context.span_id)]
         parent = span.parent
-        if parent is not None:
-            parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-        parts.append(_field(b"\x2a", span.name.encode()))
+        trace_id = context.trace_id
+        if parent is None:
+            parts = [_IDS.pack(b"\x0a\x10", trace_id >> 64, trace_id & _MASK64, b"\x12\x08", context.span_id)]
+        else:  # with the parent's span id (4)
+            span_id, parent_id = context.span_id, parent.span_id
+            parts = [
+                _IDS_PARENT.pack(
+                    b"\x0a\x10",
+                    trace_id >> 64,
+                    trace_id & _MASK64,
+                    b"\x12\x08",
+                    span_id,
+                    b"\x22\x08",
+                    parent_id,
+                )
+            ]
+        name = self._names.get(span.name)
+        if name is None:
+            name = _field(b"\x2a", span.name.encode())
+            if len(self._names) < KEYS:
+                self._names[span.name] = name
+        parts.append(name)
         parts.append(_KINDS[span.kind])
         parts.append(_TIMES.pack(0x39, span.start_time or 0, 0x41, span.end_time or 0))
-        attribute = self._attribute
-        for key, value in (span.attributes or {}).items():
-            parts.append(attribute(key, value))
+        kept = self._values
+        for key, value in (span.attributes or {}).items():  # the values that repeat are written once
+            values = kept.get(key)
+            if values is not None:
+                try:
+                    known = values.get(value)
+                except TypeError:  # a list: no hash
+                    known = None
+                if known is not None and known[0] is type(value):
+                    parts.append(known[1])
+                    continue
+            parts.append(self._attribute(key, value))
         for link in span.links:
             if link.attributes:
                 raise _Unsupported
@@ -179,26 +214,18 @@ class SpanEncoder:
             flags = _LINK_REMOTE_FLAGS if linked.is_remote else _LINK_LOCAL_FLAGS
             parts.append(_field(b"\x6a", _ids(linked.trace_id, linked.span_id) + flags))  # links (13)
         status = span.status
-        code, description = status.status_code.value, status.description
-        if code or description:
-            fields = _field(b"\x12", description.encode()) if description else b""
-            parts.append(_field(b"\x7a", fields + (b"\x18" + _ONE_BYTE[code] if code else b"")))
-        else:
+        code, description = status.status_code, status.description
+        if code is StatusCode.UNSET and not description:
             parts.append(_NO_STATUS)
+        else:
+            fields = _field(b"\x12", description.encode()) if description else b""
+            parts.append(_field(b"\x7a", fields + _STATUS_CODES[code]))
         parts.append(_REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS)
         return b"".join(parts)
 
     def _attribute(self, key: str, value: Any) -> bytes:
-        """One attribute, as field 9 of its span: kept per key and value when its value is a
-        scalar (the values that repeat)."""
-        values = None
-        if isinstance(value, _SCALARS):
-            kind = type(value)  # apart: 1, 1.0 and True are equal keys of a dict
-            values = self._values.get((kind, key))
-            if values is None and len(self._values) < KEYS:
-                values = self._values[(kind, key)] = {}
-            if values is not None and (known := values.get(value)) is not None:
-                return known
+        """One attribute, as field 9 of its span, kept per key and value when its value is a
+        scalar or a tuple of strings (the values that repeat; `_span_fields` looks them up)."""
         key_bytes = self._keys.get(key)
         if key_bytes is None:
             key_bytes = _field(b"\x0a", key.encode())
@@ -208,8 +235,14 @@ class SpanEncoder:
         if any_value is None:
             raise _Unsupported
         written = _field(b"\x4a", key_bytes + _field(b"\x12", any_value))
-        if values is not None:
-            if len(values) >= VALUES_PER_KEY:
+        if isinstance(value, _SCALARS) or (type(value) is tuple and all(type(one) is str for one in value)):
+            # a tuple of other scalars is not kept: (1,) == (True,), and their bytes differ
+            values = self._values.get(key)
+            if values is None:
+                if len(self._values) >= KEYS:
+                    return written
+                values = self._values[key] = {}
+            elif len(values) >= VALUES_PER_KEY:
                 values.clear()
-            values[value] = written
+            values[value] = (type(value), written)
         return written

@@ -133,5 +133,15 @@ def test_kept_attribute_bytes_start_over_and_stay_right() -> None:
         _same(spans, encoder)
 
 
+def test_equal_values_of_other_types_are_not_taken_for_each_other() -> None:
+    """1, 1.0 and True are one key of a dict, ("a",) and a str enum's tuple are equal: the
+    kept bytes are used only for a value of the same type."""
+    encoder = SpanEncoder()
+    values: list[object] = [1, 1.0, True, (1,), (True,), (1.0,), ("stop",), ["stop"], ("succeeded",)]
+    values += [(ItemState.SUCCEEDED,), "succeeded", ItemState.SUCCEEDED]
+    for _ in range(2):  # written, then kept
+        _same([_span(index, attributes={"key": value}) for index, value in enumerate(values)], encoder)
+
+
 def test_an_empty_request() -> None:
     _same([])
