@@ -9,9 +9,9 @@ sent (the specification lets an SDK keep its earlier default). The exporters rea
 endpoint is used as it is. `http/json`, which the Python exporters do not implement, and any
 other value are a startup error rather than silently no telemetry.
 
-Over gRPC, spans are encoded by `otlp_span_encoding` (a sixth of the SDK encoder's cost); the
-SDK's HTTP exporter encodes inside its `export`, with no hook for another encoder, so over
-HTTP they are encoded by the SDK.
+Over gRPC, spans are encoded by `otlp_span_encoding` (a sixth of the SDK encoder's cost) and
+those bytes are what goes out; the SDK's HTTP exporter encodes inside its `export`, with no
+hook for another encoder, so over HTTP they are encoded by the SDK.
 """
 
 from __future__ import annotations
@@ -66,20 +66,35 @@ def span_exporter() -> Any:
 
 
 def _grpc_span_exporter() -> Any:
-    """The SDK's gRPC span exporter, its requests written by a `SpanEncoder`."""
+    """The SDK's gRPC span exporter, its requests written by a `SpanEncoder` and sent as
+    they are written."""
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
     from batchgate.services.common.otlp_span_encoding import SpanEncoder
+
+    class WireBytesStub:
+        """The trace service's `Export`, taking the request as wire bytes. The SDK's stub takes
+        a message: parsing the encoder's bytes into one for gRPC to serialize again cost
+        0.5 µs per span alone, and 7 µs per item in a traced executor's profile (against
+        17 µs of encoding)."""
+
+        def __init__(self, channel: Any) -> None:
+            self.Export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None,  # bytes go out as they are
+                response_deserializer=ExportTraceServiceResponse.FromString,
+            )
 
     class GrpcSpans(OTLPSpanExporter):
         def __init__(self) -> None:
             super().__init__()
             self._encoder = SpanEncoder()
+            self._stub = WireBytesStub  # the exporter makes its client anew on reconnecting
+            self._client = WireBytesStub(self._channel)  # type: ignore[assignment]
 
         def _translate_data(self, data: Any) -> Any:
-            # The stub takes a message: parsing the bytes back is a small part of their cost.
-            return ExportTraceServiceRequest.FromString(self._encoder.request(data))
+            return self._encoder.request(data)
 
     return GrpcSpans()
 
