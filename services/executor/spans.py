@@ -226,8 +226,8 @@ def _answer_attributes(
         attributes["gen_ai.response.model"] = parsed["model"]
     choices = parsed.get("choices")
     if isinstance(choices, list):
-        reasons = [c["finish_reason"] for c in choices if isinstance(c, dict) and c.get("finish_reason")]
-        if reasons:
+        reasons = tuple(c["finish_reason"] for c in choices if isinstance(c, dict) and c.get("finish_reason"))
+        if reasons:  # a tuple, as the SDK keeps a sequence: the encoder writes it once per value
             attributes["gen_ai.response.finish_reasons"] = reasons
     if record_content:
         given = next((parsed[k] for k in OUTPUT_KEYS if k in parsed), None)

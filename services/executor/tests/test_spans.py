@@ -39,3 +39,19 @@ def test_prompts_are_recorded_only_when_opted_in() -> None:
     assert plain == {"gen_ai.request.max_tokens": 7, "gen_ai.request.temperature": 0.2}
     recorded = _request_attributes(body, record_content=True)
     assert "secret plan" in recorded["gen_ai.input.messages"]
+
+
+@pytest.mark.parametrize(
+    ("body", "attributes"),
+    [
+        (b'{"model": "m", "messages": []}', {}),
+        (b'{"model": "m", "seed": 3, "top_p": 0.5}', {"gen_ai.request.seed": 3, "gen_ai.request.top_p": 0.5}),
+        (b'{"model": "m", "\\u006dax_tokens": 9}', {"gen_ai.request.max_tokens": 9}),  # an escaped key
+        (b'{"model": "m", "note": "max_tokens"}', {}),  # the name in a value: parsed, nothing found
+        (b'{"model": "m", "max_output_tokens": true}', {}),  # not a number
+    ],
+)
+def test_request_parameters_are_found_however_the_body_spells_them(
+    body: bytes, attributes: dict[str, object]
+) -> None:
+    assert _request_attributes(body, record_content=False) == attributes
