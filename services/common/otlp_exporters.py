@@ -9,7 +9,7 @@ sent (the specification lets an SDK keep its earlier default). The exporters rea
 endpoint is used as it is. `http/json`, which the Python exporters do not implement, and any
 other value are a startup error rather than silently no telemetry.
 
-Over gRPC, spans are encoded by `otlp_span_encoding` (a sixth of the SDK encoder's cost) and
+Over gRPC, spans are encoded by `otlp_span_encoding` (a fifth of the SDK encoder's cost) and
 those bytes are what goes out; the SDK's HTTP exporter encodes inside its `export`, with no
 hook for another encoder, so over HTTP they are encoded by the SDK.
 """

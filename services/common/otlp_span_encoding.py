@@ -1,4 +1,4 @@
-"""OTLP span export requests written as protobuf wire bytes, at a sixth of the SDK encoder's cost.
+"""OTLP span export requests written as protobuf wire bytes, at a fifth of the SDK encoder's cost.
 
 With every item traced, the OpenTelemetry SDK's OTLP encoder was about 80% of what tracing
 cost each process: it builds a protobuf message object per span, per attribute and per
@@ -10,7 +10,9 @@ values), and writes the resource and instrumentation scope once per request with
 own messages. A span with anything the fast path does not write (events, a trace state, link
 attributes, dropped counts, an attribute value of another type) is encoded by the SDK's span
 encoder instead, so any span comes out as the SDK would send it; a test parses both
-encodings of the same spans with the OTLP message classes and compares them.
+encodings of the same spans with the OTLP message classes and compares them. Per span, with
+realistic attributes: an item's run span (22 attributes) 8.1 µs against the SDK's 57.6, a
+lease span (7) 5.6 against 25.8.
 
 The wire format is OTLP's (`opentelemetry/proto/trace/v1/trace.proto`, stable since 1.0):
 field numbers and wire types below are that file's.
