@@ -56,6 +56,7 @@ _LINK_REMOTE_FLAGS = b"\x35" + _FIXED32.pack(_CONTEXT_HAS_IS_REMOTE | _CONTEXT_I
 _NO_STATUS = b"\x7a\x00"  # status (15), empty: the SDK always sends one
 _STATUS_CODES = {StatusCode.UNSET: b"", StatusCode.OK: b"\x18\x01", StatusCode.ERROR: b"\x18\x02"}  # code (3)
 _SCALARS = (str, int, float)  # bool is an int
+_NO_RESOURCE = object()  # no span's resource: the first span starts its group
 
 
 def _varint(n: int) -> bytes:
@@ -131,13 +132,15 @@ class SpanEncoder:
         """The wire bytes of an export request of `spans`: grouped by resource, then by
         instrumentation scope, in the order they come, as the SDK's encoder groups them."""
         resources: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
-        resource = scope = written = None
+        resource: Any = _NO_RESOURCE
+        scope: Any = None
+        written: list[bytes] = []
         for span in spans:
             if span.resource is not resource or span.instrumentation_scope is not scope:
                 resource, scope = span.resource, span.instrumentation_scope  # a process's spans share both
                 scopes = resources.setdefault(id(resource), (resource, {}))[1]
                 written = scopes.setdefault(id(scope), (scope, []))[1]
-            written.append(self._span(span))  # type: ignore[union-attr]
+            written.append(self._span(span))
         return b"".join(
             _field(b"\x0a", self._resource_spans(resource, scopes.values()))
             for resource, scopes in resources.values()
