@@ -178,7 +178,7 @@ class SpanEncoder:
         parent = span.parent
         trace_id = context.trace_id
         if parent is None:
-            parts = [_IDS.pack(b"\x0a\x10", trace_id >> 64, trace_id & _MASK64, b"\x12\x08", context.span_id)]
+            parts = [_ids(trace_id, context.span_id)]
         else:  # with the parent's span id (4)
             span_id, parent_id = context.span_id, parent.span_id
             parts = [

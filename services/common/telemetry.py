@@ -290,9 +290,9 @@ def sample_new_item(service: str) -> bool:
     return service in _tracer_providers and random.random() < _item_ratio
 
 
-def start_item_trace(service: str, attributes: Mapping[str, Any]) -> str:
+def start_item_trace(service: str, attributes: dict[str, Any]) -> str:
     """Open a sampled item's trace: a root span, linked to the current span (the create call),
-    ended at once. Returns its traceparent, to store with the item."""
+    ended at once (it keeps `attributes`). Returns its traceparent, to store with the item."""
     if not span_records.registered(service):
         return ""
     create = trace.get_current_span().get_span_context()
@@ -304,12 +304,12 @@ def record_child_span(
     service: str,
     name: str,
     traceparent: str | None,
-    attributes: Mapping[str, Any],
+    attributes: dict[str, Any],
     start_ns: int | None = None,
 ) -> str | None:
     """A finished span (from `start_ns` to now), child of the stored span `traceparent` names;
     returns the new span's traceparent (None when that trace is not sampled, or when `service`
-    does not trace)."""
+    does not trace). The span keeps `attributes`: pass a dict made for it."""
     if not traced(service, traceparent):
         return None
     parent = _remote(traceparent or "")
