@@ -29,7 +29,6 @@ import itertools
 import logging
 import random
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -55,6 +54,7 @@ from batchgate.services.executor.upstream import (
     UnsupportedRequest,
     UpstreamAnswer,
     UpstreamRequest,
+    fallback_request_id,
     unsupported_answer,
 )
 from batchgate.services.executor.usage import estimate_tokens
@@ -154,10 +154,6 @@ def backoff_s(policy: RetryPolicy, retry: int, retry_after: float | None) -> flo
 
 def _adapter(config: ProviderConfig) -> Adapter:
     return AnthropicMessages(config) if config.kind == "anthropic" else OpenAICompatible(config)
-
-
-def _new_request_id() -> str:
-    return f"req_{uuid.uuid4().hex}"
 
 
 class ItemRunner:
@@ -270,7 +266,7 @@ class ItemRunner:
                 )
             except UnsupportedRequest as exc:
                 if last is None:  # an upstream's own answer says more than "cannot express it"
-                    last = unsupported_answer(exc, _new_request_id()), model
+                    last = unsupported_answer(exc, fallback_request_id()), model
                 continue
             call = _Call(provider, model, request, item, estimate, item_rank, control)
             for retry in range(policy.max_attempts):
@@ -351,7 +347,7 @@ class ItemRunner:
                 return _Answered(answered, None, latency_ms)
             status, response_headers, raw = answered
             self._observe(call, time.monotonic() - started, status, None)
-            request_id = provider.adapter.request_id(response_headers) or _new_request_id()
+            request_id = provider.adapter.request_id(response_headers) or fallback_request_id()
             answer = provider.adapter.answer(call.item.endpoint, status, raw, request_id)
             own_wait = retry_after_s(response_headers)
             spent = spent_window_s(response_headers, provider.config.rate_limit_cooldown_s)

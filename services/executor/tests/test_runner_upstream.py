@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import re
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from aiohttp import web
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
@@ -18,6 +20,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.loading import load_settings
 from batchgate.services.executor.outcomes import NotStarted
 from batchgate.services.executor.runner import Control, ItemRunner
+from tests.support import free_port
 
 FAST_RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=3)
 _numbers = itertools.count()
@@ -313,3 +316,31 @@ async def test_a_halted_item_waiting_for_a_slot_ends_at_once(simulator: str) -> 
         await blocker
     finally:
         await runner.close()
+
+
+async def test_an_answer_without_a_request_id_gets_one_of_its_own() -> None:
+    """Ollama and most vLLM setups send no `x-request-id`: each result still gets an id in
+    OpenAI's shape, a different one for every answer."""
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        settings = settings_for(f"http://127.0.0.1:{port}")
+        items = ItemRunner(settings)
+        try:
+            outcomes = [await items.run(leased(chat(f"no id {n}"))) for n in range(3)]
+        finally:
+            await items.close()
+    finally:
+        await runner.cleanup()
+    ids = [o.request_id for o in outcomes]
+    assert all(o.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED for o in outcomes)
+    assert all(re.fullmatch(r"req_[0-9a-f]{32}", i) for i in ids), ids
+    assert len(set(ids)) == 3
