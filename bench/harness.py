@@ -20,7 +20,7 @@ import orjson
 import psutil
 import yaml
 
-from tests.support import RunningStack, free_port, fresh_database, running_stack
+from tests.support import TERMINAL, RunningStack, free_port, fresh_database, running_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -216,6 +216,24 @@ def upload_and_create(client: Any, input_path: Path) -> Created:
     return Created(batch, uploaded - started, time.perf_counter() - uploaded)
 
 
+FINAL_POLL_S = 0.01  # polls once the batch is about to end
+
+
+def _poll_wait_s(batch: Any, running_s: float, poll_s: float) -> float:
+    """`poll_s`, shortened as the batch nears its end: most of the time its pace so far says
+    is left, and `FINAL_POLL_S` once it is finalizing. A fixed 0.1 s poll made a
+    5,000-item run at 3,000 items/s up to 6% slower than the stack, and the faster of two
+    stacks lost the most; polling fast all along costs the stack a GET every 10 ms."""
+    if batch.status == "finalizing":
+        return FINAL_POLL_S
+    counts = batch.request_counts
+    if counts is None or not counts.total or running_s <= 0:
+        return poll_s
+    done = counts.completed + counts.failed
+    left_s = (counts.total - done) / max(done / running_s, 1e-9)
+    return min(poll_s, max(FINAL_POLL_S, 0.8 * left_s))
+
+
 def sdk_batch(
     stack: RunningStack,
     input_path: Path,
@@ -233,8 +251,8 @@ def sdk_batch(
     created = time.perf_counter()
     if on_created is not None:
         on_created(batch.id)
-    while batch.status not in ("completed", "failed", "expired", "cancelled"):
-        time.sleep(poll_s)
+    while batch.status not in TERMINAL:
+        time.sleep(_poll_wait_s(batch, time.perf_counter() - created, poll_s))
         batch = client.batches.retrieve(batch.id)
     finished = time.perf_counter()
     with output_path.open("wb") as out:

@@ -36,9 +36,7 @@ from batchgate.services.common.db import Database
 from bench.harness import bench_stack, print_table
 from tests.execution_support import create_batch
 from tests.fake_upstream import Call, FakeUpstream, catalogue, records
-from tests.support import RunningStack
-
-TERMINAL = ("completed", "failed", "expired", "cancelled")
+from tests.support import TERMINAL, RunningStack
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from bench.harness import (
     stack_pids,
     write_chat_input,
 )
+from tests.support import TERMINAL
 
 READ_EVERY_S = 2.0
 
@@ -56,7 +57,7 @@ class _ProgressReads:
             counts = batch.request_counts
             finished = counts.completed + counts.failed if counts else 0
             self.done.append((time.perf_counter() - created, finished))
-            if batch.status in ("completed", "failed", "expired", "cancelled"):
+            if batch.status in TERMINAL:
                 return
 
     def stop(self) -> None:

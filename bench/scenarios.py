@@ -38,7 +38,7 @@ from bench.scale import scale
 from bench.soak import soak
 from bench.tools import tools
 from tests.otlp_sink import OtlpSink
-from tests.support import RunningStack, free_port
+from tests.support import TERMINAL, RunningStack, free_port
 
 
 def _direct(
@@ -269,7 +269,7 @@ def latency(args: argparse.Namespace) -> list[dict[str, Any]]:
                     first = now
                 if settled is None and done >= counts["total"]:
                     settled = now
-                if raw["status"] in ("completed", "failed", "expired", "cancelled"):
+                if raw["status"] in TERMINAL:
                     ended = now
                     break
                 time.sleep(0.02)

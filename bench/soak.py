@@ -29,9 +29,9 @@ from bench.harness import (
     upload_and_create,
     write_chat_input,
 )
+from tests.support import TERMINAL
 
 PROJECTS = ("default", "other")
-ENDED = ("completed", "failed", "expired", "cancelled")
 SAMPLE_EVERY_S = 5.0
 
 
@@ -59,7 +59,7 @@ def _follow(clients: dict[str, Any], tally: _Tally, stop: threading.Event) -> No
             clients[project].batches.list(limit=20)
         for batch_id, project in open_ids.items():
             status = clients[project].batches.retrieve(batch_id).status
-            if status in ENDED:
+            if status in TERMINAL:
                 with tally.lock:
                     tally.open_ids.pop(batch_id, None)
                     tally.ended[status] = tally.ended.get(status, 0) + 1
