@@ -160,15 +160,16 @@ class ToolLoop:
         tool_config, its tool loop with a `run` per model turn. A stop of the record's batch
         (`control.stop`) is heard between rounds."""
 
-        async def turn(one: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
-            return await run(one, control, span)
-
         if not names_tool_config(item.body):
-            return await turn(item)
+            return await run(item, control, span)
         body = orjson.loads(item.body)
         named, raw = raw_tool_config(body) if isinstance(body, dict) else (False, None)
         if not named:
-            return await turn(item)
+            return await run(item, control, span)
+
+        async def turn(one: scheduler_pb2.LeasedItem) -> recorder_pb2.Outcome:
+            return await run(one, control, span)
+
         progress = _Progress(time.monotonic())
         try:
             config = parse_tool_config(raw, self._timeout_cap_ms)
