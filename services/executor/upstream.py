@@ -88,7 +88,15 @@ def error_body(
     return orjson.dumps(ApiError(status, message, code, param).body())
 
 
-_REQUEST_ID_PREFIX = f"req_{os.urandom(8).hex()}"
+def _new_request_id_prefix() -> None:
+    """A process's own random half of the ids it makes (a forked child draws its own)."""
+    global _request_id_prefix
+    _request_id_prefix = f"req_{os.urandom(8).hex()}"
+
+
+_request_id_prefix = ""
+_new_request_id_prefix()
+os.register_at_fork(after_in_child=_new_request_id_prefix)
 _request_numbers = itertools.count()
 
 
@@ -96,7 +104,7 @@ def fallback_request_id() -> str:
     """An id for an answer whose upstream gave none (Ollama, most vLLM setups): 32 hex digits
     as OpenAI's, random per process and then counted. A `uuid4` per answer cost 3.1 µs (a
     `getrandom` call and a `UUID`), this 0.2."""
-    return f"{_REQUEST_ID_PREFIX}{next(_request_numbers):016x}"
+    return f"{_request_id_prefix}{next(_request_numbers):016x}"
 
 
 def unsupported_answer(exc: UnsupportedRequest, request_id: str) -> UpstreamAnswer:

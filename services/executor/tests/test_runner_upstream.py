@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import multiprocessing
 import re
 from typing import Any
 
@@ -20,6 +21,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.loading import load_settings
 from batchgate.services.executor.outcomes import NotStarted
 from batchgate.services.executor.runner import Control, ItemRunner
+from batchgate.services.executor.upstream import fallback_request_id
 from tests.support import free_port
 
 FAST_RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=3)
@@ -344,3 +346,9 @@ async def test_an_answer_without_a_request_id_gets_one_of_its_own() -> None:
     assert all(o.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED for o in outcomes)
     assert all(re.fullmatch(r"req_[0-9a-f]{32}", i) for i in ids), ids
     assert len(set(ids)) == 3
+
+
+def test_a_forked_process_makes_request_ids_of_its_own() -> None:
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.apply(fallback_request_id)
+    assert child[:20] != fallback_request_id()[:20]  # "req_" and the random half
