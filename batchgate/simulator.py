@@ -48,6 +48,10 @@ from batchgate import simulated_answers as answers
 # counts only bodies that ask for a status a number of `times`, the one reader of them.
 CALL_LOG_MAX = 10_000
 CONTENT_COUNTS_MAX = 50_000
+# On stop, calls still being answered get this long, not aiohttp's 60 s: a test's slow answers
+# (`x_sim` delays) kept every stack's teardown waiting until the launcher killed the
+# simulator, 20 s later. The executor sees a closed connection, as from a restarting server.
+STOP_GRACE_S = 0.5
 
 
 @dataclass
@@ -221,7 +225,7 @@ def build_app(options: SimulatorOptions) -> web.Application:
 
 
 async def serve(host: str, port: int, options: SimulatorOptions, stop: asyncio.Event | None = None) -> None:
-    runner = web.AppRunner(build_app(options), access_log=None)
+    runner = web.AppRunner(build_app(options), access_log=None, shutdown_timeout=STOP_GRACE_S)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
