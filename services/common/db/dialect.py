@@ -51,6 +51,15 @@ log = logging.getLogger(__name__)
 LISTEN_PING_S = 30.0
 
 
+def _values_of(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A row's values of `names`, in that order, as the driver takes them: `itemgetter`
+    (half the cost of a generator over the names), a tuple even for one name."""
+    getter = operator.itemgetter(*names)
+    if len(names) > 1:
+        return getter
+    return lambda row: (getter(row),)
+
+
 async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) -> None:
     """Insert `rows` (dicts with the same keys) in one transaction of their own.
 
@@ -61,8 +70,8 @@ async def insert_rows(db: Database, table: Table, rows: list[dict[str, Any]]) ->
     if not rows:
         return
     columns = list(rows[0])
-    values = operator.itemgetter(*columns)
-    records = [values(row) for row in rows] if len(columns) > 1 else [(values(row),) for row in rows]
+    values = _values_of(columns)
+    records = [values(row) for row in rows]
     if db.is_postgres:
         async with db.engine.connect() as conn:
             driver = (await conn.get_raw_connection()).driver_connection
@@ -120,17 +129,13 @@ class DriverMany:
     def _compile(
         self, dialect: Dialect
     ) -> tuple[str, Callable[[Mapping[str, Any]], tuple[Any, ...]], dict[str, Any]]:
-        """The SQL, a getter of a row's parameters in their order (`itemgetter`: half the
-        cost of a generator over the names), and the statement's literals."""
+        """The SQL, a getter of a row's parameters in their order, and the statement's literals."""
         found = self._compiled.get(dialect.name)
         if found is None:
             compiled = self._statement.compile(dialect=dialect)
             assert isinstance(compiled, SQLCompiler)
             assert compiled.positiontup is not None, "a positional paramstyle (qmark, numeric_dollar)"
-            names = list(compiled.positiontup)
-            getter = operator.itemgetter(*names)
-            ordered = getter if len(names) > 1 else lambda row: (getter(row),)
-            found = (compiled.string, ordered, dict(compiled.params))
+            found = (compiled.string, _values_of(list(compiled.positiontup)), dict(compiled.params))
             self._compiled[dialect.name] = found
         return found
 

@@ -22,7 +22,7 @@ from batchgate.services.common.loading import load_settings
 from batchgate.services.executor.outcomes import NotStarted
 from batchgate.services.executor.runner import Control, ItemRunner
 from batchgate.services.executor.upstream import fallback_request_id
-from tests.support import free_port
+from tests.loopback import LoopbackServer
 
 FAST_RETRY = RetryPolicy(initial_interval_s=0.05, backoff_coefficient=2.0, max_interval_s=0.2, max_attempts=3)
 _numbers = itertools.count()
@@ -329,19 +329,16 @@ async def test_an_answer_without_a_request_id_gets_one_of_its_own() -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    server = LoopbackServer(app, "an upstream without request ids")
+    server.start()
     try:
-        settings = settings_for(f"http://127.0.0.1:{port}")
-        items = ItemRunner(settings)
+        items = ItemRunner(settings_for(f"http://127.0.0.1:{server.port}"))
         try:
             outcomes = [await items.run(leased(chat(f"no id {n}"))) for n in range(3)]
         finally:
             await items.close()
     finally:
-        await runner.cleanup()
+        server.stop()
     ids = [o.request_id for o in outcomes]
     assert all(o.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED for o in outcomes)
     assert all(re.fullmatch(r"req_[0-9a-f]{32}", i) for i in ids), ids
