@@ -260,6 +260,9 @@ def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
             "BATCHGATE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
             "BATCHGATE_WEBHOOK_RETRY_INITIAL_S": "0.2",
             "BATCHGATE_WEBHOOK_TIMEOUT_S": "2",
+            # A test's slow calls still running at teardown are cut after 1 s, not 10
+            # (tests/reliability/test_executor_stop.py checks the grace itself).
+            "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S": "1",
         }
     )
     env.update(extra)

@@ -18,6 +18,7 @@ from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig,
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
+MAX_SHUTDOWN_GRACE_S = 10.0  # an executor's drain must end within the launcher's 20 s stop limit
 
 
 def _setting(default: Any, env: str, doc: str) -> Any:
@@ -193,6 +194,12 @@ class Settings:
         "a dead executor's items run again this long after it died.",
     )
     lease_wait_ms: int = _setting(5000, "BATCHGATE_LEASE_WAIT_MS", "Longest long-poll of an idle executor.")
+    executor_shutdown_grace_s: float = _setting(
+        10.0,
+        "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S",
+        "On SIGTERM an executor stops leasing and its running calls get this long to finish (0 to "
+        "10); the rest are cancelled and handed back, to run again elsewhere.",
+    )
     result_flush_ms: int = _setting(
         0,
         "BATCHGATE_RESULT_FLUSH_MS",

@@ -23,7 +23,7 @@ from batchgate.services.common.catalogue import (
     parse_catalogue,
     simulated_catalogue,
 )
-from batchgate.services.common.config import LOG_FORMATS, Settings
+from batchgate.services.common.config import LOG_FORMATS, MAX_SHUTDOWN_GRACE_S, Settings
 from batchgate.services.common.webhook_urls import tool_networks, webhook_networks
 from batchgate.services.common.windows import parse_window
 
@@ -114,6 +114,11 @@ def _check_values(settings: Settings) -> None:
     for name in ("sqlite_writer_cache_mib", "sqlite_reader_cache_mib"):
         if getattr(settings, name) < 1:
             raise ValueError(f"{name} must be at least 1")
+    if not 0.0 <= settings.executor_shutdown_grace_s <= MAX_SHUTDOWN_GRACE_S:
+        raise ValueError(
+            f"executor_shutdown_grace_s must be between 0 and {MAX_SHUTDOWN_GRACE_S:g} (longer "
+            "would outlast the launcher's and the server's own stop limits)"
+        )
     if not 0 <= settings.metrics_port <= 65535:
         raise ValueError("metrics_port must be a port number (0: off)")
     try:

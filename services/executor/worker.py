@@ -31,7 +31,8 @@
 - A scheduler or results that is down or restarting is retried with a short, capped backoff;
   nothing here exits.
 - On shutdown, leasing stops, unstarted items are handed back, running items get a grace
-  period, finished outcomes are sent (retried within the grace period), the rest handed back.
+  period (`executor_shutdown_grace_s`), finished outcomes are sent (retried within the grace
+  period), the rest handed back.
 """
 
 from __future__ import annotations
@@ -70,7 +71,6 @@ from batchgate.services.executor.runner import Control, ItemRunner
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE_S = 10.0  # running items may finish this long on shutdown
 FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
 BEATS_PER_TTL = 5  # heartbeats per lease time: four may fail before the session lapses
 OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
@@ -367,7 +367,8 @@ class Executor:
     # --- shutdown ----------------------------------------------------------------------------
 
     async def _drain(self) -> None:
-        deadline = time.monotonic() + SHUTDOWN_GRACE_S + RPC_RETRY_MAX_S
+        grace_s = self.settings.executor_shutdown_grace_s
+        deadline = time.monotonic() + grace_s + RPC_RETRY_MAX_S
         unstarted = [h for h in self._held.values() if h.waiting]
         for held in unstarted:
             if held.task is not None:
@@ -375,8 +376,8 @@ class Executor:
             self._forget(held)
         running = [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
         if running:
-            log.info("waiting up to %.0fs for %d running items", SHUTDOWN_GRACE_S, len(running))
-            _done, pending = await asyncio.wait(running, timeout=SHUTDOWN_GRACE_S)
+            log.info("waiting up to %gs for %d running items", grace_s, len(running))
+            _done, pending = await asyncio.wait(running, timeout=grace_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)

@@ -93,6 +93,8 @@ retry: {max_attempts: 2}
             r"more than one model is named \['m'\]",
         ),
         ("retry: {max_attempts: 0}\n", "max_attempts"),
+        ("executor_shutdown_grace_s: 30\n", "executor_shutdown_grace_s must be between 0 and 10"),
+        ("executor_shutdown_grace_s: -1\n", "executor_shutdown_grace_s must be between 0 and 10"),
         ("providers: [{name: p, base_url: x, max_concurrency: 4, min_concurrency: 5}]\n", "min_concurrency"),
         ("providers: [{name: p, base_url: x, requests_per_minute: -1}]\n", "negative"),
         (

@@ -1,0 +1,74 @@
+"""SIGTERM of the only executor while its calls run (a rolling restart): calls that end within
+`executor_shutdown_grace_s` are recorded and never repeated; calls that would outlast it are
+cancelled and handed back at once, so the executor exits on time and a restarted one runs them
+without waiting for their leases to lapse."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.execution_support import create_batch, finished_exactly_once, private_stack, wait_until
+from tests.fake_upstream import FakeUpstream, catalogue, records
+from tests.support import RunningStack
+
+N = 20
+GRACE_ENV = "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S"
+LEASE_TTL_S = 10  # items left to lapse would run again no sooner than this after the stop
+
+
+def _stop_executor(stack: RunningStack) -> float:
+    """SIGTERM executor 0 and wait for it to exit; returns how long that took."""
+    (child,) = [c for c in stack.stack.children if c.name == "executor-0" and c.process]
+    asked = time.monotonic()
+    stack.stack.stop_child(child)
+    took = time.monotonic() - asked
+    stack.stack.children.remove(child)
+    return took
+
+
+def _all_running(upstream: FakeUpstream, prefix: str) -> None:
+    wait_until(
+        f"{N} {prefix} calls running",
+        lambda: sum(1 for c in upstream.calls() if c.content.startswith(prefix) and not c.status) == N,
+        timeout_s=30,
+        every_s=0.01,
+    )
+
+
+def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_path: Path) -> None:
+    with FakeUpstream(latency_s=0.0) as upstream:
+        # A fixed limit, so that all N calls start at once (the adaptive one starts low).
+        provider = {"base_url": upstream.base_url, "adaptive_concurrency": False}
+        config = catalogue(tmp_path / "catalogue.yaml", {"fake": provider})
+        env = {"BATCHGATE_CONFIG": config, "BATCHGATE_LEASE_TTL_S": str(LEASE_TTL_S), GRACE_ENV: "10"}
+        with private_stack("sqlite", tmp_path, **env) as stack:
+            # Calls of 2 s, inside the grace: the executor waits for them and records them.
+            short = records("fake", "short", N, x_delay_ms=2000)
+            batch = create_batch(stack, short)
+            _all_running(upstream, "short-")
+            waited = _stop_executor(stack)
+            assert 1.0 < waited < 8.0, f"stopped after {waited:.1f}s"
+            assert all(c.status == 200 for c in upstream.calls()), "a call was cut short"
+            stack.stack.env[GRACE_ENV] = "0.5"
+            stack.stack.start_executor(0)
+            done, _output, errors = finished_exactly_once(stack, batch.id, short, timeout_s=60)
+            assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
+            assert len(upstream.calls()) == N, "a call finished within the grace ran again"
+
+            # Calls of 4 s, beyond a 0.5 s grace: cut, handed back, run again at once.
+            long = records("fake", "long", N, x_delay_ms=4000)
+            batch = create_batch(stack, long)
+            _all_running(upstream, "long-")
+            stopping = time.time()
+            waited = _stop_executor(stack)
+            assert waited < 3.0, f"stopped after {waited:.1f}s, not after its 0.5 s grace"
+            stack.stack.start_executor(0)
+            done, _output, errors = finished_exactly_once(stack, batch.id, long, timeout_s=60)
+            assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
+            long_calls = [c for c in upstream.calls() if c.content.startswith("long-")]
+            again = [c.started for c in long_calls if c.started > stopping]
+            assert len(again) == N
+            # Handed back, so run as soon as an executor is up, not a lease time after the stop.
+            late = max(again) - stopping
+            assert late < LEASE_TTL_S / 2, f"ran again {late:.1f}s after the stop"
