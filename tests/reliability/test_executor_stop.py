@@ -1,10 +1,13 @@
 """SIGTERM of the only executor while its calls run (a rolling restart): calls that end within
 `executor_shutdown_grace_s` are recorded and never repeated; calls that would outlast it are
 cancelled and handed back at once, so the executor exits on time and a restarted one runs them
-without waiting for their leases to lapse."""
+without waiting for their leases to lapse. The fake upstream sends no `x-request-id`, so the
+output's `request_id`s are the executors' own: distinct across the restarts (README "The
+output file")."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from tests.support import RunningStack
 
 N = 20
 GRACE_ENV = "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S"
+OWN_REQUEST_ID = re.compile(r"req_[0-9a-f]{32}")
 LEASE_TTL_S = 10  # items left to lapse would run again no sooner than this after the stop
 
 
@@ -52,7 +56,7 @@ def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_pa
             assert all(c.status == 200 for c in upstream.calls()), "a call was cut short"
             stack.stack.env[GRACE_ENV] = "0.5"
             stack.stack.start_executor(0)
-            done, _output, errors = finished_exactly_once(stack, batch.id, short, timeout_s=60)
+            done, short_output, errors = finished_exactly_once(stack, batch.id, short, timeout_s=60)
             assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
             assert len(upstream.calls()) == N, "a call finished within the grace ran again"
 
@@ -64,7 +68,7 @@ def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_pa
             waited = _stop_executor(stack)
             assert waited < 3.0, f"stopped after {waited:.1f}s, not after its 0.5 s grace"
             stack.stack.start_executor(0)
-            done, _output, errors = finished_exactly_once(stack, batch.id, long, timeout_s=60)
+            done, long_output, errors = finished_exactly_once(stack, batch.id, long, timeout_s=60)
             assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
             long_calls = [c for c in upstream.calls() if c.content.startswith("long-")]
             again = [c.started for c in long_calls if c.started > stopping]
@@ -72,3 +76,7 @@ def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_pa
             # Handed back, so run as soon as an executor is up, not a lease time after the stop.
             late = max(again) - stopping
             assert late < LEASE_TTL_S / 2, f"ran again {late:.1f}s after the stop"
+
+    request_ids = [line["response"]["request_id"] for line in short_output + long_output]
+    assert all(OWN_REQUEST_ID.fullmatch(r) for r in request_ids), request_ids[:3]
+    assert len(set(request_ids)) == 2 * N
