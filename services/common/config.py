@@ -18,7 +18,6 @@ from batchgate.services.common.catalogue import SIMULATED_PROVIDER, ModelConfig,
 
 MIB = 1024 * 1024
 LOG_FORMATS = ("auto", "json", "text")
-MAX_SHUTDOWN_GRACE_S = 10.0  # an executor's drain must end within the launcher's 20 s stop limit
 
 
 def _setting(default: Any, env: str, doc: str) -> Any:
@@ -197,8 +196,7 @@ class Settings:
     executor_shutdown_grace_s: float = _setting(
         10.0,
         "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S",
-        "On SIGTERM an executor stops leasing and its running calls get this long to finish (0 to "
-        "10); the rest are cancelled and handed back, to run again elsewhere.",
+        "On SIGTERM an executor's running calls get this long to finish (0–10); the rest are handed back.",
     )
     result_flush_ms: int = _setting(
         0,
@@ -342,9 +340,7 @@ class Settings:
         "(`gen_ai.input.messages`, `gen_ai.output.messages`). Off: no content leaves in telemetry.",
     )
     metrics_host: str = _setting(
-        "127.0.0.1",
-        "BATCHGATE_METRICS_HOST",
-        "Address the Prometheus scrape endpoints bind to (`metrics_port`).",
+        "127.0.0.1", "BATCHGATE_METRICS_HOST", "Address the scrape endpoints (`metrics_port`) bind to."
     )
     metrics_port: int = _setting(
         0,

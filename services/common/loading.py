@@ -23,11 +23,12 @@ from batchgate.services.common.catalogue import (
     parse_catalogue,
     simulated_catalogue,
 )
-from batchgate.services.common.config import LOG_FORMATS, MAX_SHUTDOWN_GRACE_S, Settings
+from batchgate.services.common.config import LOG_FORMATS, Settings
 from batchgate.services.common.webhook_urls import tool_networks, webhook_networks
 from batchgate.services.common.windows import parse_window
 
 MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
+MAX_SHUTDOWN_GRACE_S = 10.0  # an executor's drain must end within the launcher's 20 s stop limit
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")

@@ -30,9 +30,8 @@
   round trip otherwise held most slots and the calls in flight fell to half the concurrency.
 - A scheduler or results that is down or restarting is retried with a short, capped backoff;
   nothing here exits.
-- On shutdown, leasing stops, unstarted items are handed back, running items get a grace
-  period (`executor_shutdown_grace_s`), finished outcomes are sent (retried within the grace
-  period), the rest handed back.
+- On shutdown, leasing stops, unstarted items are handed back, running items get
+  `executor_shutdown_grace_s`, finished outcomes are sent (retried within it), the rest handed back.
 """
 
 from __future__ import annotations
