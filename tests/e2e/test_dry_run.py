@@ -121,6 +121,33 @@ def test_dry_run_refuses_what_a_create_refuses_and_stores_nothing(quiet_stack: R
     assert stored(quiet_stack) == before
 
 
+def test_an_embeddings_dry_run_counts_with_cl100k(quiet_stack: RunningStack) -> None:
+    """text-embedding-3-small (and gpt-4, gpt-3.5-turbo) use cl100k_base, which the tokenizer
+    library's `encoding_for_model` refused with a bare ValueError: the dry run answered 500."""
+    texts = ["The quick brown fox.", "Jumps over the lazy dog, twice."]
+    records = [
+        {
+            "custom_id": f"emb-{i}",
+            "method": "POST",
+            "url": "/v1/embeddings",
+            "body": {"model": "text-embedding-3-small", "input": text},
+        }
+        for i, text in enumerate(texts)
+    ]
+    client = quiet_stack.client()
+    batch = client.batches.create(
+        input_file_id=upload(client, records).id,
+        endpoint="/v1/embeddings",
+        completion_window="24h",
+        extra_body={"dry_run": True},
+    )
+    estimate = batch.model_extra["estimate"]
+    encoding = bpe_openai.get_encoding("cl100k_base")
+    assert estimate["tokenizer"] == "cl100k_base"
+    assert estimate["input_tokens"] == sum(len(encoding.encode_ordinary(t)) for t in texts)
+    assert estimate["max_output_tokens"] == 0
+
+
 def test_models_without_an_offline_tokenizer_get_the_documented_approximation(
     quiet_stack: RunningStack,
 ) -> None:
