@@ -20,13 +20,14 @@ output token allowed, both after the batch discount.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
+from types import ModuleType
 from typing import Any
 
-import bpe_openai
 import orjson
 
 from batchgate.services.common.catalogue import ModelConfig
@@ -49,14 +50,23 @@ def approximate(text: str) -> int:
     return math.ceil(len(text.encode()) / BYTES_PER_TOKEN)
 
 
-def _encoded_length(encoding: bpe_openai.Encoding) -> Counter:
-    return lambda text: len(encoding.encode_ordinary(text))
+@cache
+def tokenizers() -> ModuleType:
+    """`bpe_openai`, imported on first use: its import builds its model table (0.6-0.8 s of CPU
+    here), which used to hold up every ingest process's start. The ingest server calls this
+    once in a thread as it starts (`warm_tokenizers`), so a dry run rarely waits for it."""
+    return importlib.import_module("bpe_openai")
+
+
+def _counter(encoding: str) -> Counter:
+    encode = tokenizers().get_encoding(encoding).encode_ordinary
+    return lambda text: len(encode(text))
 
 
 def _bundled_encoding(model: str) -> str | None:
     """The name of `model`'s OpenAI encoding, where it is one bundled in the wheel."""
     try:
-        encoding = bpe_openai.compat.get_metadata(model).encoding
+        encoding: str = tokenizers().compat.get_metadata(model).encoding
     except KeyError:
         return None
     return encoding if encoding in BUNDLED_ENCODINGS else None
@@ -68,8 +78,14 @@ def counter_for(*names: str) -> tuple[Counter, str]:
     else the approximation (`approximate`)."""
     for name in names:
         if name and (encoding := _bundled_encoding(name)) is not None:
-            return _encoded_length(bpe_openai.get_encoding(encoding)), encoding
+            return _counter(encoding), encoding
     return approximate, "approximate"
+
+
+def warm_tokenizers() -> None:
+    """Import the tokenizer library and load the bundled encodings (run in a thread)."""
+    for encoding in BUNDLED_ENCODINGS:
+        _counter(encoding)
 
 
 def _text(value: Any) -> str:

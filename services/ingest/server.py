@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
@@ -14,6 +16,7 @@ from batchgate.services.common.grpc_server import ServiceHost
 from batchgate.services.ingest import reflection
 from batchgate.services.ingest.batch_create import BatchCreator
 from batchgate.services.ingest.batches_servicer import BatchesServicer
+from batchgate.services.ingest.estimate import warm_tokenizers
 from batchgate.services.ingest.files_servicer import FilesServicer
 from batchgate.services.ingest.idempotency import IdempotencyKeys
 from batchgate.services.ingest.message_batches_servicer import MessageBatchesServicer
@@ -83,6 +86,9 @@ def build(settings: Settings, db: Database) -> ServiceHost:
         port=settings.ingest_port,
         register=register,
         public=True,
-        background=[lambda: run_sweeps(settings, db, idempotency)],
+        background=[
+            lambda: run_sweeps(settings, db, idempotency),
+            lambda: asyncio.to_thread(warm_tokenizers),
+        ],
         on_stop=[close_channels],
     )
