@@ -186,6 +186,9 @@ def _check_alive(stack: Stack) -> None:
 
 
 def _wait_grpc_health(target: str, service: str, deadline: float, stack: Stack) -> None:
+    # The port first: a channel whose first try finds it closed tries again only after gRPC's
+    # default backoff (a second), well after the service listened.
+    _wait_tcp(int(target.rsplit(":", 1)[1]), deadline, stack)
     with internal_channel(stack.settings, target, service, authz.OPERATOR) as channel:
         while True:
             _check_alive(stack)
