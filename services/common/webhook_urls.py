@@ -5,7 +5,7 @@ must be public: loopback, private, link-local (cloud metadata at 169.254.169.254
 multicast, reserved and unspecified addresses are refused, unless the operator's allow-list
 (`webhook_allowed_networks`, CIDRs) admits them. Ingest checks the URL at create (400 on
 refusal); results checks it again before every delivery and connects only to the addresses
-that passed (`GuardedResolver`), so a name that later resolves elsewhere (DNS rebinding)
+that passed (`guarded_resolver.GuardedResolver`), so a name that later resolves elsewhere (DNS rebinding)
 reaches nothing private.
 """
 
@@ -15,11 +15,7 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import urlsplit
-
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 
 from batchgate.services.common import errors
 from batchgate.services.common.config import Settings
@@ -112,21 +108,3 @@ async def check_webhook_url(url: str, settings: Settings) -> None:
         await allowed_addresses(url, webhook_networks(settings))
     except RefusedUrl as exc:
         raise errors.invalid(f"Invalid 'webhook_url': {exc}", "invalid_webhook_url", "webhook_url") from None
-
-
-class GuardedResolver(AbstractResolver):
-    """An aiohttp resolver that returns only allowed addresses, so a connection can go nowhere else."""
-
-    def __init__(self, allowed: Sequence[Network]) -> None:
-        self._allowed = tuple(allowed)
-        self._inner = DefaultResolver()
-
-    async def resolve(self, host: str, port: int = 0, family: Any = socket.AF_INET) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        kept = [r for r in results if address_allowed(ipaddress.ip_address(r["host"]), self._allowed)]
-        if not kept:
-            raise OSError(f"{host} resolves to no allowed address")
-        return kept
-
-    async def close(self) -> None:
-        await self._inner.close()

@@ -26,10 +26,10 @@ import orjson
 from stdnum import iban, luhn
 
 from batchgate.services.common.config import Settings
+from batchgate.services.common.guarded_resolver import GuardedResolver
 from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
 from batchgate.services.common.jsonl import exact
 from batchgate.services.common.webhook_urls import (
-    GuardedResolver,
     RefusedUrl,
     allowed_addresses,
     webhook_networks,

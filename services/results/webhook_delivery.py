@@ -23,9 +23,9 @@ import aiohttp
 
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, projects, webhooks
+from batchgate.services.common.guarded_resolver import GuardedResolver
 from batchgate.services.common.states import DeliveryStatus
 from batchgate.services.common.webhook_urls import (
-    GuardedResolver,
     RefusedUrl,
     allowed_addresses,
     webhook_networks,

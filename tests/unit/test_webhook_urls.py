@@ -8,9 +8,9 @@ import ipaddress
 import pytest
 
 from batchgate.services.common import errors
+from batchgate.services.common.guarded_resolver import GuardedResolver
 from batchgate.services.common.loading import load_settings
 from batchgate.services.common.webhook_urls import (
-    GuardedResolver,
     RefusedUrl,
     address_allowed,
     allowed_addresses,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from batchgate.services.common.config import Settings
+from batchgate.services.common.guarded_resolver import GuardedResolver
 from batchgate.services.common.webhook_urls import (
-    GuardedResolver,
     RefusedUrl,
     address_allowed,
     split_url,
