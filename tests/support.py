@@ -263,6 +263,9 @@ def stack_env(tmp: Path, database_url: str, **extra: str) -> dict[str, str]:
             # A test's slow calls still running at teardown are cut after 1 s, not 10
             # (tests/reliability/test_executor_stop.py checks the grace itself).
             "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S": "1",
+            # A key's policy or revocation reaches the servers within this (and `keys revoke`
+            # waits it out); the tests that check it read it from the stack's settings.
+            "BATCHGATE_AUTH_CACHE_S": "1",
         }
     )
     env.update(extra)
