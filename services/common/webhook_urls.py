@@ -5,8 +5,8 @@ must be public: loopback, private, link-local (cloud metadata at 169.254.169.254
 multicast, reserved and unspecified addresses are refused, unless the operator's allow-list
 (`webhook_allowed_networks`, CIDRs) admits them. Ingest checks the URL at create (400 on
 refusal); results checks it again before every delivery and connects only to the addresses
-that passed (`guarded_resolver.GuardedResolver`), so a name that later resolves elsewhere (DNS rebinding)
-reaches nothing private.
+that passed (`guarded_resolver.GuardedResolver`), so a name that later resolves elsewhere
+(DNS rebinding) reaches nothing private.
 """
 
 from __future__ import annotations

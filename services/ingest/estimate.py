@@ -58,7 +58,9 @@ def tokenizers() -> ModuleType:
     return importlib.import_module("bpe_openai")
 
 
+@cache
 def _counter(encoding: str) -> Counter:
+    """Loading an encoding costs 35-125 ms each time (the library does not keep it)."""
     encode = tokenizers().get_encoding(encoding).encode_ordinary
     return lambda text: len(encode(text))
 
