@@ -52,7 +52,8 @@ def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_pa
             batch = create_batch(stack, short)
             _all_running(upstream, "short-")
             waited = _stop_executor(stack)
-            assert 1.0 < waited < 8.0, f"stopped after {waited:.1f}s"
+            assert waited < 8.0, f"stopped after {waited:.1f}s"
+            # Running when the stop came (above), answered (not cut off), and not repeated (below).
             assert all(c.status == 200 for c in upstream.calls()), "a call was cut short"
             stack.stack.env[GRACE_ENV] = "0.5"
             stack.stack.start_executor(0)
@@ -60,13 +61,13 @@ def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_pa
             assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
             assert len(upstream.calls()) == N, "a call finished within the grace ran again"
 
-            # Calls of 4 s, beyond a 0.5 s grace: cut, handed back, run again at once.
-            long = records("fake", "long", N, x_delay_ms=4000)
+            # Calls of 6 s, beyond a 0.5 s grace: cut, handed back, run again at once.
+            long = records("fake", "long", N, x_delay_ms=6000)
             batch = create_batch(stack, long)
             _all_running(upstream, "long-")
             stopping = time.time()
             waited = _stop_executor(stack)
-            assert waited < 3.0, f"stopped after {waited:.1f}s, not after its 0.5 s grace"
+            assert waited < 4.0, f"stopped after {waited:.1f}s, not after its 0.5 s grace"
             stack.stack.start_executor(0)
             done, long_output, errors = finished_exactly_once(stack, batch.id, long, timeout_s=60)
             assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
