@@ -32,6 +32,7 @@ import orjson
 
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
+from batchgate.services.ingest.budget_holds import output_allowance
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
@@ -41,7 +42,6 @@ TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
 PER_MILLION = 1_000_000
 NO_OUTPUT_ENDPOINTS = ("/v1/embeddings",)
-OUTPUT_LIMIT_KEYS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 Counter = Callable[[str], int]
 
@@ -150,9 +150,5 @@ class Estimate:
             self.gross_max += (prompt * price.input_per_mtok + output * price.output_per_mtok) / PER_MILLION
 
     def _output_limit(self, request: dict[str, Any], config: ModelConfig | None) -> int:
-        for key in OUTPUT_LIMIT_KEYS:
-            value = request.get(key)
-            if isinstance(value, int) and value > 0:
-                return value
         provider = self.settings.provider(config.provider) if config is not None else None
-        return int(provider.default_max_tokens) if provider is not None else 0
+        return output_allowance(request, int(provider.default_max_tokens) if provider is not None else 0)

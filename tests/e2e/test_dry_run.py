@@ -148,6 +148,26 @@ def test_an_embeddings_dry_run_counts_with_cl100k(quiet_stack: RunningStack) -> 
     assert estimate["max_output_tokens"] == 0
 
 
+def test_only_a_positive_integer_limits_the_output_as_in_the_budget_hold(quiet_stack: RunningStack) -> None:
+    """`true` is an int to Python: the estimate read it as a 1-token limit while the hold it
+    reports (and the create's) took the provider's default."""
+    answer = httpx.post(
+        f"{quiet_stack.base_url}/batches",
+        json={
+            "model": "gpt-4o-mini",
+            "dry_run": True,
+            "requests": [
+                {"messages": [{"role": "user", "content": "hi"}], "max_tokens": limit}
+                for limit in (True, 0, -5, 5.5, "9")
+            ],
+        },
+        headers={"Authorization": f"Bearer {quiet_stack.keys['default']}"},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["estimate"]["max_output_tokens"] == 5 * 4096
+
+
 def test_models_without_an_offline_tokenizer_get_the_documented_approximation(
     quiet_stack: RunningStack,
 ) -> None:
