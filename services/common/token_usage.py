@@ -1,7 +1,8 @@
 """Token usage from an answer: OpenAI's shapes (chat/completions/embeddings or responses) or an
 Anthropic Message (a Message Batch item's), as the executor reads it from each answer and the
 scheduler from a provider batch's output lines, and the sums of several answers' usage (tool
-loops, workflows)."""
+loops, workflows). Also the most output a request allows (`output_allowance`), read the same
+way by ingest's budget holds and dry-run estimates and the executor's token pacing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,15 @@ from batchgate.internal.v1 import recorder_pb2
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def output_allowance(body: dict[str, Any], default: int) -> int:
+    """The most output tokens a request may produce: what it sets, else `default`."""
+    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return default
 
 
 def _message_usage(usage: dict[str, Any]) -> recorder_pb2.TokenUsage:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchgate.services.common.token_usage import output_allowance
+
 SKIPPED_FOR_ESTIMATE = frozenset({"image_url", "file", "file_data", "input_audio", "data", "url"})
 CHARS_PER_TOKEN = 4
 
@@ -26,5 +28,4 @@ def estimate_tokens(body: Any) -> int:
     if not isinstance(body, dict):
         return 0
     text = sum(_text_chars(body.get(k)) for k in ("messages", "input", "prompt", "instructions", "tools"))
-    most = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
-    return text // CHARS_PER_TOKEN + 1 + (most if isinstance(most, int) and most > 0 else 0)
+    return text // CHARS_PER_TOKEN + 1 + output_allowance(body, 0)

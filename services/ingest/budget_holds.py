@@ -25,6 +25,7 @@ from batchgate.services.common.auth import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point
+from batchgate.services.common.token_usage import output_allowance
 from batchgate.services.ingest.validation import Accepted
 
 PER_MILLION = 1_000_000
@@ -57,15 +58,6 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
     messages = body.get("messages")
     framing = TOKENS_PER_MESSAGE * (len(messages) if isinstance(messages, list) else 1)
     return math.ceil(text_bytes / BYTES_PER_TOKEN) + framing
-
-
-def output_allowance(body: dict[str, Any], default: int) -> int:
-    """The most output tokens a request may produce: what it sets, else `default`."""
-    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        value = body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return default
 
 
 class HoldTally:

@@ -32,7 +32,7 @@ import orjson
 
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
-from batchgate.services.ingest.budget_holds import output_allowance
+from batchgate.services.common.token_usage import output_allowance
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known

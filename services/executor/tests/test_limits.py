@@ -234,3 +234,6 @@ def test_token_estimate_counts_text_and_the_completion_allowance() -> None:
     }
     assert 150 <= estimate_tokens(body) <= 160
     assert estimate_tokens({"input": ["abcd" * 10, "abcd"]}) == 12
+    # The output bound is read as budget holds read it: a positive integer, the first one set.
+    assert estimate_tokens({"max_tokens": True}) == 1
+    assert estimate_tokens({"max_completion_tokens": "x", "max_tokens": 50}) == 51
