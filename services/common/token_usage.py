@@ -12,14 +12,14 @@ from batchgate.internal.v1 import recorder_pb2
 
 
 def _int(value: Any) -> int:
+    """`value` where it is a positive count (a JSON `true` is not one), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def output_allowance(body: dict[str, Any], default: int) -> int:
     """The most output tokens a request may produce: what it sets, else `default`."""
     for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        value = body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        if value := _int(body.get(name)):
             return value
     return default
 

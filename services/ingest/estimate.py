@@ -50,7 +50,6 @@ def approximate(text: str) -> int:
     return math.ceil(len(text.encode()) / BYTES_PER_TOKEN)
 
 
-@cache
 def tokenizers() -> ModuleType:
     """`bpe_openai`, imported on first use: its import builds its model table (0.6-0.8 s of CPU
     here), which used to hold up every ingest process's start. The ingest server calls this

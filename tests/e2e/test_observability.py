@@ -348,25 +348,40 @@ def test_metrics_carry_the_item_outcomes(
         ("failed", "http_400"): 1,
         ("rejected", "missing_custom_id"): 1,
     }
-    # Each service exports on its own schedule: wait for the scheduler's count as well as
-    # results' (it once arrived after them).
+
+    def observed() -> dict[str, object]:
+        executor = sink.points("gen_ai.client.operation.duration")
+        output = {"gen_ai.token.type": "output"}
+        chat = "/v1/chat/completions"
+        return {
+            "finished": {
+                key: _latest(sink.points("batchgate.items.finished"), outcome=key[0], error_code=key[1])
+                for key in expected
+            },
+            "finished by": {p.service for p in sink.points("batchgate.items.finished")},
+            "503 calls": sum(p.value for p in executor if p.attributes.get("error.type") == "503") >= 2,
+            "503 retries": _latest(sink.points("batchgate.upstream.retries"), reason="503"),
+            "leased": _latest(sink.points("batchgate.items.leased"), priority="standard"),
+            "output tokens": _latest(sink.points("batchgate.upstream.tokens"), **output) > 0,
+            "queue depth by": {p.service for p in sink.points("batchgate.queue.depth")},
+            "created": _latest(sink.points("batchgate.batches.created"), endpoint=chat) >= 1,
+        }
+
+    want = {
+        "finished": expected,
+        "finished by": {"batchgate-results"},
+        "503 calls": True,
+        "503 retries": 2,
+        "leased": 5,
+        "output tokens": True,
+        "queue depth by": {"batchgate-scheduler"},
+        "created": True,
+    }
+    # Each service exports on its own schedule: poll until every service's series has arrived.
     deadline = time.monotonic() + 60
-    while True:
-        finished = sink.points("batchgate.items.finished")
-        got = {key: _latest(finished, outcome=key[0], error_code=key[1]) for key in expected}
-        leased = _latest(sink.points("batchgate.items.leased"), priority="standard")
-        if (got == expected and leased == 5) or time.monotonic() > deadline:
-            break
+    while (got := observed()) != want and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert got == expected
-    assert {p.service for p in finished} == {"batchgate-results"}
-    executor = sink.points("gen_ai.client.operation.duration")
-    assert sum(p.value for p in executor if p.attributes.get("error.type") == "503") >= 2
-    assert _latest(sink.points("batchgate.upstream.retries"), reason="503") == 2
-    assert leased == 5
-    assert _latest(sink.points("batchgate.upstream.tokens"), **{"gen_ai.token.type": "output"}) > 0
-    assert {p.service for p in sink.points("batchgate.queue.depth")} == {"batchgate-scheduler"}
-    assert _latest(sink.points("batchgate.batches.created"), endpoint="/v1/chat/completions") >= 1
+    assert got == want
     if db_kind == "sqlite":  # the embedded process serves its three services' metrics for Prometheus
         scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
         labels = 'error_code="",outcome="succeeded",service_name="batchgate-results"'
