@@ -5,7 +5,6 @@ results) and the batches that stopped, its counters, and the small waits its loo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Iterable
@@ -86,8 +85,3 @@ async def wait_any(*events: asyncio.Event) -> None:
     finally:
         for waiter in waiters:
             waiter.cancel()
-
-
-async def sleep_unless(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)

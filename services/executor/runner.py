@@ -24,7 +24,6 @@ and its aiohttp transport cost 2–3× more per request (`reference/http-client.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import random
@@ -41,6 +40,7 @@ from batchgate.services.common import telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
 from batchgate.services.common.token_usage import usage_of
+from batchgate.services.common.waits import sleep_unless
 from batchgate.services.executor import outcomes, spans
 from batchgate.services.executor.anthropic import AnthropicMessages
 from batchgate.services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
@@ -96,8 +96,7 @@ class Control:
 
     async def pause(self, seconds: float) -> None:
         """Wait before a retry, cut short by a stop."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stop.wait(), seconds)
+        await sleep_unless(self.stop, seconds)
 
 
 @dataclass

@@ -52,6 +52,7 @@ from batchgate.internal.v1 import (
     scheduler_pb2_grpc,
 )
 from batchgate.services.common.config import Settings
+from batchgate.services.common.waits import sleep_unless
 from batchgate.services.executor.held import (
     Held,
     Key,
@@ -61,7 +62,6 @@ from batchgate.services.executor.held import (
     lowest_waiting_first,
     new_executor_id,
     new_request_id,
-    sleep_unless,
     wait_any,
 )
 from batchgate.services.executor.outbox import RPC_RETRY_MAX_S, RPC_RETRY_S, Outbox, Retry

@@ -25,6 +25,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, projects, webhooks
 from batchgate.services.common.guarded_resolver import GuardedResolver
 from batchgate.services.common.states import DeliveryStatus
+from batchgate.services.common.waits import sleep_unless
 from batchgate.services.common.webhook_urls import (
     RefusedUrl,
     allowed_addresses,
@@ -170,10 +171,7 @@ class WebhookDeliverer:
                         self._in_flight.add(task)
                         task.add_done_callback(self._in_flight.discard)
                     if len(claims) < max(free, 1):  # nothing more is due, or no slot is free
-                        try:
-                            await asyncio.wait_for(self._wake.wait(), self._settings.maintenance_interval_s)
-                        except TimeoutError:
-                            pass
+                        await sleep_unless(self._wake, self._settings.maintenance_interval_s)
             finally:
                 for task in self._in_flight:
                     task.cancel()

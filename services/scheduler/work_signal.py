@@ -8,7 +8,8 @@ that happened after it started waiting. Across scheduler replicas (PostgreSQL): 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+
+from batchgate.services.common.waits import sleep_unless
 
 WORK_CHANNEL = "batchgate_work"
 
@@ -27,5 +28,4 @@ class WorkSignal:
 
     @staticmethod
     async def wait(event: asyncio.Event, timeout_s: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
+        await sleep_unless(event, timeout_s)

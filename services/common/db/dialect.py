@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from batchgate.services.common.db.engine import Database
+from batchgate.services.common.waits import sleep_unless
 
 log = logging.getLogger(__name__)
 
@@ -253,11 +254,8 @@ class Listener:
             driver.add_termination_listener(lambda _conn: closed.set())
             await driver.add_listener(self._channel, on_notify)
             try:
-                while not closed.is_set():
-                    try:
-                        await asyncio.wait_for(closed.wait(), LISTEN_PING_S)
-                    except TimeoutError:
-                        await driver.execute("SELECT 1")  # notice a silently dead socket
+                while not await sleep_unless(closed, LISTEN_PING_S):
+                    await driver.execute("SELECT 1")  # notice a silently dead socket
             finally:
                 with contextlib.suppress(Exception):
                     await driver.remove_listener(self._channel, on_notify)
