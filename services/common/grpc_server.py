@@ -21,17 +21,20 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from batchgate.services.common import auth, authz, errors, rest_input, rpc_tracing, tls
+from batchgate.services.common import authz, errors, rest_input, rpc_tracing, tls
 from batchgate.services.common.access_policy import require_scope
 from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
 from batchgate.services.common.config import Settings
+
+if TYPE_CHECKING:  # at run time only a server with a key verifier needs it, and has it loaded
+    from batchgate.services.common import auth
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +123,10 @@ class _Guard:
         if self._authorize:
             _check_caller(self._method, context)
         if self._verifier is not None:
+            # Imported here: `auth` pulls in the database layer (SQLAlchemy, ~0.25 s), which the
+            # executor, serving no public method, never needs. A verifier's process has it loaded.
+            from batchgate.services.common import auth
+
             metadata = context.invocation_metadata() or ()
             caller = await self._verifier.verify(auth.key_from_metadata(metadata))
             require_scope(self._method, caller.scopes)
