@@ -3,7 +3,7 @@
 A project has a policy; each of its keys may have one too, which only narrows the project's
 (`Policy.narrowed_by`): a key can be denied a model its project allows, never granted one its
 project denies; the lower of two limits holds. Policies are stored as JSON on their rows
-(`projects.policy`, `api_keys.policy`) and travel with the caller (`auth.Principal`), so a
+(`projects.policy`, `api_keys.policy`) and travel with the caller (`caller.Principal`), so a
 request reads them with its key, cached for `auth_cache_s` like the key itself.
 
 Scopes are per key: a key lacking the scope a method needs gets 403 `insufficient_scope`

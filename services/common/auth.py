@@ -1,4 +1,4 @@
-"""API keys: creation, hashing, verification, and the caller identity of a request.
+"""API keys: creation, hashing and verification into the caller's `Principal`.
 
 Keys look like `bg-<40 url-safe chars>`; only their SHA-256 is stored. Every key belongs to
 a project, and a project sees only its own files and batches. Both `Authorization: Bearer`
@@ -8,15 +8,14 @@ a project, and a project sees only its own files and batches. Both `Authorizatio
 from __future__ import annotations
 
 import base64
-import contextvars
 import hashlib
 import secrets
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from batchgate.services.common import errors
 from batchgate.services.common.access_policy import ALL_SCOPES, Policy, Scope, parse_scopes, scopes_text
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.db import AnyRow, Database, projects
 from batchgate.services.common.ids import api_key_id, project_id
 
@@ -24,45 +23,8 @@ KEY_PREFIX = "bg-"
 DEFAULT_PROJECT_NAME = "default"
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the project whose data they may see, the key they used, what that key
-    may do (`scopes`) and the policies that bound it (the project's, and the key's own)."""
-
-    project_id: str
-    key_id: str
-    scopes: frozenset[Scope] = ALL_SCOPES
-    project_policy: Policy = field(default_factory=Policy)
-    key_policy: Policy = field(default_factory=Policy)
-
-    @property
-    def policy(self) -> Policy:
-        """The project's policy as the key's narrows it."""
-        return self.project_policy.narrowed_by(self.key_policy)
-
-
-current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("current_principal")
-
-
-def principal() -> Principal:
-    """The caller of the RPC being served (set by the auth wrapper)."""
-    return current_principal.get()
-
-
 def hash_key(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
-    """The API key in `authorization: Bearer …` or `x-api-key`, if any."""
-    for name, value in metadata:
-        if isinstance(value, bytes):
-            continue
-        if name == "authorization" and value.lower().startswith("bearer "):
-            return value[7:].strip()
-        if name == "x-api-key":
-            return value.strip()
-    return None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Every server listens with mutual TLS (`tls`): a caller without a certificate of 
 CA is refused at the handshake. Every handler runs inside `_Wrapper`, which checks that the
 caller's certificate identity may call the method (`authz.ALLOWED_CALLERS`, else
 PERMISSION_DENIED before anything runs), (for public services) verifies the API key and sets
-`auth.current_principal`, decodes a REST call's query string into the request (see
+`caller.current_principal`, decodes a REST call's query string into the request (see
 `rest_input`), and turns an `ApiError` (or any unexpected exception) into a gRPC abort
 carrying the OpenAI error envelope for Envoy (see `errors`; Anthropic's envelope on the
 Anthropic-shaped services, see `anthropic_errors`). Several services can share one
@@ -31,9 +31,10 @@ from grpc_health.v1.health import aio as health_aio
 from batchgate.services.common import authz, errors, rest_input, rpc_tracing, tls
 from batchgate.services.common.access_policy import require_scope
 from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
+from batchgate.services.common.caller import current_principal, key_from_metadata
 from batchgate.services.common.config import Settings
 
-if TYPE_CHECKING:  # at run time only a server with a key verifier needs it, and has it loaded
+if TYPE_CHECKING:  # for annotations only: `auth` loads the database layer, which the executor never needs
     from batchgate.services.common import auth
 
 log = logging.getLogger(__name__)
@@ -123,14 +124,10 @@ class _Guard:
         if self._authorize:
             _check_caller(self._method, context)
         if self._verifier is not None:
-            # Imported here: `auth` pulls in the database layer (SQLAlchemy, ~0.25 s), which the
-            # executor, serving no public method, never needs. A verifier's process has it loaded.
-            from batchgate.services.common import auth
-
             metadata = context.invocation_metadata() or ()
-            caller = await self._verifier.verify(auth.key_from_metadata(metadata))
+            caller = await self._verifier.verify(key_from_metadata(metadata))
             require_scope(self._method, caller.scopes)
-            auth.current_principal.set(caller)
+            current_principal.set(caller)
 
     def _with_query(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """A REST call's query string (moved to metadata by Envoy) decoded into `request`.

@@ -33,7 +33,7 @@ import orjson
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common.access_policy import require_expedited
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, files, items
 from batchgate.services.common.db.blobs import BlobWriter

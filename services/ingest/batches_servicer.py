@@ -11,7 +11,7 @@ import orjson
 from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.auth import principal
+from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
 from batchgate.services.common.ids import plausible_id

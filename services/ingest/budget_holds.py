@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from batchgate.services.common import errors
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point

@@ -13,7 +13,7 @@ import grpc
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
 from batchgate.services.common import errors
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.db import Database, projects
 
 SPEND_TIMEOUT_S = 10.0

@@ -13,7 +13,7 @@ import orjson
 from batchgate.services.common import errors, telemetry
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.access_policy import Policy
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line

@@ -27,7 +27,7 @@ from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.access_policy import require_expedited
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import read_lines

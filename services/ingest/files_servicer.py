@@ -9,7 +9,7 @@ import grpc
 from google.api import httpbody_pb2
 
 from batchgate.services.common import errors, paging
-from batchgate.services.common.auth import principal
+from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches, files
 from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob

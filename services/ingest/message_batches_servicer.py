@@ -17,7 +17,7 @@ from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
-from batchgate.services.common.auth import principal
+from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Database
 from batchgate.services.common.db import message_batches as store

@@ -21,7 +21,7 @@ import orjson
 
 from batchgate.services.common import errors
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Database, batches, items
 from batchgate.services.common.states import BATCH_TERMINAL, ItemState

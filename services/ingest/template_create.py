@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from batchgate.services.common import cron, errors
-from batchgate.services.common.auth import Principal
+from batchgate.services.common.caller import Principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.templates import NewTemplate, insert_template, project_template
 from batchgate.services.common.ids import new_id

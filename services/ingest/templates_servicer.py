@@ -14,7 +14,7 @@ import grpc
 
 from batchgate.services.common import cron, errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.auth import principal
+from batchgate.services.common.caller import principal
 from batchgate.services.common.db import AnyRow, Connection, Database, batches
 from batchgate.services.common.db import templates as store
 from batchgate.services.common.ids import plausible_id

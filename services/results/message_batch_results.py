@@ -21,7 +21,7 @@ import orjson
 from google.api import httpbody_pb2
 
 from batchgate.services.common import errors
-from batchgate.services.common.auth import principal
+from batchgate.services.common.caller import principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db import message_batches as store
 from batchgate.services.common.jsonl import one_line

@@ -13,7 +13,7 @@ from google.api import httpbody_pb2
 
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.services.common import errors, paging
-from batchgate.services.common.auth import principal
+from batchgate.services.common.caller import principal
 from batchgate.services.common.db import AnyRow, Database, batches
 from batchgate.services.common.db.usage import UsageFilter
 from batchgate.services.common.ids import plausible_id

@@ -21,6 +21,7 @@ from batchgate.services.common.db import Database, batches
 from batchgate.services.common.db.dialect import notify
 from batchgate.services.common.faults import crash_point
 from batchgate.services.common.states import BatchStatus
+from batchgate.services.common.waits import sleep_unless
 from batchgate.services.scheduler.budgets import Ask, Budgets
 from batchgate.services.scheduler.closing_feed import ClosingFeed
 from batchgate.services.scheduler.maintenance import Maintenance
@@ -114,7 +115,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             remaining = deadline - time.monotonic()
             if leases or remaining <= 0 or context.done():
                 break
-            await WorkSignal.wait(event, min(remaining, POLL_BACKSTOP_S))
+            await sleep_unless(event, min(remaining, POLL_BACKSTOP_S))
         traceparents = self._observe(leases, request.executor_id, started_ns)
         return scheduler_pb2.LeaseItemsResponse(
             items=[_leased_item(lease, tp) for lease, tp in zip(leases, traceparents, strict=True)],

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 
-from batchgate.services.common.waits import sleep_unless
-
 WORK_CHANNEL = "batchgate_work"
 
 
@@ -25,7 +23,3 @@ class WorkSignal:
     def current(self) -> asyncio.Event:
         """Take this before looking for work; wait on it if there was none."""
         return self._event
-
-    @staticmethod
-    async def wait(event: asyncio.Event, timeout_s: float) -> None:
-        await sleep_unless(event, timeout_s)
