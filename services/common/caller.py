@@ -39,7 +39,7 @@ def principal() -> Principal:
     return current_principal.get()
 
 
-def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
+def api_key_from_metadata(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
     """The API key in `authorization: Bearer …` or `x-api-key`, if any."""
     for name, value in metadata:
         if isinstance(value, bytes):

@@ -31,7 +31,7 @@ from grpc_health.v1.health import aio as health_aio
 from batchgate.services.common import authz, errors, rest_input, rpc_tracing, tls
 from batchgate.services.common.access_policy import require_scope
 from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
-from batchgate.services.common.caller import current_principal, key_from_metadata
+from batchgate.services.common.caller import api_key_from_metadata, current_principal
 from batchgate.services.common.config import Settings
 
 if TYPE_CHECKING:  # for annotations only: `auth` loads the database layer, which the executor never needs
@@ -125,7 +125,7 @@ class _Guard:
             _check_caller(self._method, context)
         if self._verifier is not None:
             metadata = context.invocation_metadata() or ()
-            caller = await self._verifier.verify(key_from_metadata(metadata))
+            caller = await self._verifier.verify(api_key_from_metadata(metadata))
             require_scope(self._method, caller.scopes)
             current_principal.set(caller)
 
