@@ -3,8 +3,9 @@
 `Database.read()` gives a connection for queries; `Database.write()` a transaction for
 changes. On SQLite, writes from one process go through one connection under an asyncio lock
 and start with `BEGIN IMMEDIATE`, so they queue in-process instead of failing with "database
-is locked"; reads use their own pool and, thanks to WAL, never wait for a writer. On
-PostgreSQL both are the same pooled engine.
+is locked"; reads use their own pool and, thanks to WAL, never wait for a writer; a thread
+copies the log into the file after commits (`checkpointer`). On PostgreSQL both are the same
+pooled engine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from batchgate.services.common.config import Settings
+from batchgate.services.common.db.checkpointer import WRITER_AUTOCHECKPOINT_PAGES, Checkpointer
 
 # A result row of any columns (SQLAlchemy types rows by their column types).
 AnyRow: TypeAlias = Row[*tuple[Any, ...]]
@@ -32,10 +34,11 @@ AnyRow: TypeAlias = Row[*tuple[Any, ...]]
 # every page written is a WAL frame and its syscalls; lease and record transactions no
 # costlier (bench/README.md, "Page size"). It must be set before WAL is.
 SQLITE_PAGE_BYTES = 16384
+SQLITE_SYNCHRONOUS = "PRAGMA synchronous=NORMAL"
 SQLITE_PRAGMAS = (
     f"PRAGMA page_size={SQLITE_PAGE_BYTES}",
     "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",
+    SQLITE_SYNCHRONOUS,
     "PRAGMA foreign_keys=ON",
     "PRAGMA busy_timeout=60000",  # another process (CLI, migrate) holding the lock: wait, don't fail
 )
@@ -73,6 +76,8 @@ def _inline_connector(path: str) -> Callable[[], aiosqlite.Connection]:
 
 
 def _sqlite_engine(url: str, *, immediate: bool, pool_size: int, cache_mib: int) -> AsyncEngine:
+    """The writer's (`immediate`) or the readers' engine; the writer checkpoints only as a
+    backstop (`checkpointer`)."""
     database = make_url(url).database or ":memory:"
     creator = {"async_creator": _inline_connector(database)} if immediate else {}
     # LIFO: the connection used last (its page cache warm) serves the next read, so a process
@@ -83,7 +88,10 @@ def _sqlite_engine(url: str, *, immediate: bool, pool_size: int, cache_mib: int)
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        for pragma in (*SQLITE_PRAGMAS, f"PRAGMA cache_size={-cache_mib * 1024}"):  # negative: KiB
+        pragmas = [*SQLITE_PRAGMAS, f"PRAGMA cache_size={-cache_mib * 1024}"]  # negative: KiB
+        if immediate:
+            pragmas.append(f"PRAGMA wal_autocheckpoint={WRITER_AUTOCHECKPOINT_PAGES}")
+        for pragma in pragmas:
             cursor.execute(pragma)
         cursor.close()
 
@@ -104,10 +112,12 @@ class Database:
         self.url = url
         self.dialect = make_url(url).get_backend_name()
         self._write_lock = asyncio.Lock()
+        self._checkpointer: Checkpointer | None = None
         if self.is_sqlite:
             database = make_url(url).database
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
+                self._checkpointer = Checkpointer(database, (SQLITE_SYNCHRONOUS,))
             self._writer = _sqlite_engine(url, immediate=True, pool_size=1, cache_mib=writer_cache_mib)
             self._reader = _sqlite_engine(url, immediate=False, pool_size=8, cache_mib=reader_cache_mib)
         else:
@@ -138,11 +148,16 @@ class Database:
         if self.is_sqlite:
             async with self._write_lock, self._writer.begin() as conn:
                 yield conn
+            if self._checkpointer is not None:
+                self._checkpointer.note_write()
         else:
             async with self._writer.begin() as conn:
                 yield conn
 
     async def dispose(self) -> None:
+        if self._checkpointer is not None:
+            checkpointer, self._checkpointer = self._checkpointer, None
+            await asyncio.to_thread(checkpointer.stop)
         await self._writer.dispose()
         if self._reader is not self._writer:
             await self._reader.dispose()

@@ -1,0 +1,76 @@
+"""A SQLite database's write-ahead log is copied into its file by a thread of the process, not
+by the commit that fills it (`db/checkpointer.py`), and stays bounded under writes that never
+pause."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from sqlalchemy import text
+
+from batchgate.services.common.db import Database
+from batchgate.services.common.db.checkpointer import WRITER_AUTOCHECKPOINT_PAGES
+from batchgate.services.common.db.engine import SQLITE_PAGE_BYTES
+
+MIB = 1024 * 1024
+
+
+def _checkpointers() -> int:
+    return sum(thread.name == "sqlite-checkpointer" for thread in threading.enumerate())
+
+
+def _grows_to(path: Path, size: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while path.stat().st_size < size and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.stat().st_size >= size
+
+
+async def _write_mib(db: Database, count: int) -> None:
+    async with db.write() as conn:
+        await conn.execute(text("CREATE TABLE IF NOT EXISTS scratch (data BLOB)"))
+    for _ in range(count):
+        async with db.write() as conn:
+            await conn.execute(text("INSERT INTO scratch (data) VALUES (:data)"), {"data": os.urandom(MIB)})
+
+
+async def test_commits_reach_the_file_without_the_writer_checkpointing(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    try:
+        await _write_mib(db, 4)  # 256 pages: far below the writer's own threshold
+        async with db.write() as conn:
+            threshold = (await conn.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one()
+        assert await asyncio.to_thread(_grows_to, path, 4 * MIB), "the log was never copied into the file"
+    finally:
+        await db.dispose()
+    assert threshold == WRITER_AUTOCHECKPOINT_PAGES
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM scratch").fetchone() == (4,)
+
+
+async def test_the_log_stays_bounded_under_unbroken_writes(tmp_path: Path) -> None:
+    """The writer's backstop: the log restarts once a checkpoint has copied all of it, which
+    the thread alone cannot see happen while commits follow each other without a pause."""
+    path = tmp_path / "db.sqlite"
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    bound = WRITER_AUTOCHECKPOINT_PAGES * SQLITE_PAGE_BYTES + 8 * MIB  # the threshold and a commit
+    try:
+        await _write_mib(db, 2 * bound // MIB)
+        assert await asyncio.to_thread(os.path.getsize, f"{path}-wal") <= bound
+    finally:
+        await db.dispose()
+
+
+async def test_dispose_ends_the_thread(tmp_path: Path) -> None:
+    before = _checkpointers()
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    await _write_mib(db, 1)
+    assert _checkpointers() == before + 1
+    await db.dispose()
+    assert _checkpointers() == before
