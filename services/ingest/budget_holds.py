@@ -17,7 +17,6 @@ waits for the first to commit, then sees its hold. The same lock makes the polic
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from batchgate.services.common import errors
@@ -37,24 +36,26 @@ TOKENS_PER_MESSAGE = 8
 TEXT_FIELDS = ("messages", "input", "prompt", "system")
 
 
-def _strings(value: Any) -> Iterator[str]:
+def _text_bytes(value: Any) -> int:
+    """UTF-8 bytes of the strings in `value`, at any depth. One call per value, with no
+    generators: the estimate runs for every record a create accepts."""
     if isinstance(value, str):
-        yield value
-    elif isinstance(value, list):
+        return len(value) if value.isascii() else len(value.encode())  # isascii(): a flag, no copy
+    total = 0
+    if isinstance(value, list):
         for entry in value:
-            yield from _strings(entry)
+            total += _text_bytes(entry)
     elif isinstance(value, dict):
         for entry in value.values():
-            yield from _strings(entry)
+            total += _text_bytes(entry)
+    return total
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> int:
     """Input tokens of a request body, estimated from its text (the hold's input side)."""
-    text_bytes = sum(
-        len(s) if s.isascii() else len(s.encode())  # isascii() is a flag: no copy of the text
-        for field in TEXT_FIELDS
-        for s in _strings(body.get(field))
-    )
+    text_bytes = 0
+    for field in TEXT_FIELDS:
+        text_bytes += _text_bytes(body.get(field))
     messages = body.get("messages")
     framing = TOKENS_PER_MESSAGE * (len(messages) if isinstance(messages, list) else 1)
     return math.ceil(text_bytes / BYTES_PER_TOKEN) + framing
