@@ -5,17 +5,19 @@ pause."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from batchgate.services.common.db import Database
-from batchgate.services.common.db.checkpointer import WRITER_AUTOCHECKPOINT_PAGES
-from batchgate.services.common.db.engine import SQLITE_PAGE_BYTES
+from batchgate.services.common.db.checkpointer import WRITER_AUTOCHECKPOINT_PAGES, Checkpointer
+from batchgate.services.common.db.engine import SQLITE_PAGE_BYTES, SQLITE_SYNCHRONOUS
 
 MIB = 1024 * 1024
 
@@ -74,3 +76,22 @@ async def test_dispose_ends_the_thread(tmp_path: Path) -> None:
     assert _checkpointers() == before + 1
     await db.dispose()
     assert _checkpointers() == before
+
+
+def test_a_failed_checkpoint_is_logged_and_tried_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint that cannot run (here: no such directory) costs a log line, not the thread:
+    the second write's checkpoint is tried, and logged, too."""
+    checkpointer = Checkpointer(str(tmp_path / "missing" / "db.sqlite"), (SQLITE_SYNCHRONOUS,))
+    try:
+        with caplog.at_level(logging.WARNING, logger="batchgate.services.common.db.checkpointer"):
+            for attempt in (1, 2):
+                checkpointer.note_write()
+                deadline = time.monotonic() + 10
+                while len(caplog.records) < attempt and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert len(caplog.records) == attempt
+        assert all("Background WAL checkpoint" in record.getMessage() for record in caplog.records)
+    finally:
+        checkpointer.stop()
