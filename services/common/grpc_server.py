@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # for annotations only: `auth` loads the database layer, whic
 log = logging.getLogger(__name__)
 
 PUBLIC_PREFIX = "/batchgate.v1."
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def channel_options(settings: Settings) -> list[tuple[str, Any]]:
@@ -275,12 +276,32 @@ async def run_hosts(
     stop: asyncio.Event | None = None,
     grace_s: float = 5.0,
 ) -> None:
-    """Serve every host until SIGINT/SIGTERM (or `stop` is set), then shut down gracefully."""
+    """Serve every host until SIGINT/SIGTERM (or `stop` is set), then shut down gracefully.
+    The two signals are handed back as they were when it returns: the handlers are the
+    process's, and a process that forks later (or serves again) must not inherit ours."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    try:
+        await _serve(hosts, settings, verifier, stop, grace_s)
+    finally:
+        for sig, handler in previous.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)  # resets the signal to its default
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+
+async def _serve(
+    hosts: Sequence[ServiceHost],
+    settings: Settings,
+    verifier: auth.KeyVerifier | None,
+    stop: asyncio.Event,
+    grace_s: float,
+) -> None:
     started: list[_Started] = []
     tasks: list[asyncio.Task[None]] = []
     if settings.insecure_internal:

@@ -348,4 +348,6 @@ async def test_an_answer_without_a_request_id_gets_one_of_its_own() -> None:
 def test_a_forked_process_makes_request_ids_of_its_own() -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         child = pool.apply(fallback_request_id)
+        pool.close()  # the worker ends on its own: leaving the block would SIGTERM it
+        pool.join()
     assert child[:20] != fallback_request_id()[:20]  # "req_" and the random half
