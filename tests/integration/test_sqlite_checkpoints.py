@@ -9,7 +9,6 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,19 +17,13 @@ from sqlalchemy import text
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.checkpointer import WRITER_AUTOCHECKPOINT_PAGES, Checkpointer
 from batchgate.services.common.db.engine import SQLITE_PAGE_BYTES, SQLITE_SYNCHRONOUS
+from tests.recurring_support import eventually
 
 MIB = 1024 * 1024
 
 
 def _checkpointers() -> int:
     return sum(thread.name == "sqlite-checkpointer" for thread in threading.enumerate())
-
-
-def _grows_to(path: Path, size: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while path.stat().st_size < size and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return path.stat().st_size >= size
 
 
 async def _write_mib(db: Database, count: int) -> None:
@@ -48,7 +41,8 @@ async def test_commits_reach_the_file_without_the_writer_checkpointing(tmp_path:
         await _write_mib(db, 4)  # 256 pages: far below the writer's own threshold
         async with db.write() as conn:
             threshold = (await conn.execute(text("PRAGMA wal_autocheckpoint"))).scalar_one()
-        assert await asyncio.to_thread(_grows_to, path, 4 * MIB), "the log was never copied into the file"
+        # the log copied into the file: only the thread could have done it
+        await asyncio.to_thread(eventually, lambda: path.stat().st_size >= 4 * MIB, 10)
     finally:
         await db.dispose()
     assert threshold == WRITER_AUTOCHECKPOINT_PAGES
@@ -88,9 +82,7 @@ def test_a_failed_checkpoint_is_logged_and_tried_again(
         with caplog.at_level(logging.WARNING, logger="batchgate.services.common.db.checkpointer"):
             for attempt in (1, 2):
                 checkpointer.note_write()
-                deadline = time.monotonic() + 10
-                while len(caplog.records) < attempt and time.monotonic() < deadline:
-                    time.sleep(0.02)
+                eventually(lambda: len(caplog.records) >= attempt, 10)  # noqa: B023 (called at once)
                 assert len(caplog.records) == attempt
         assert all("Background WAL checkpoint" in record.getMessage() for record in caplog.records)
     finally:

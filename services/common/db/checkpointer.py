@@ -40,8 +40,12 @@ class Checkpointer:
         self._thread.start()
 
     def note_write(self) -> None:
-        """A transaction committed: the log has pages to copy."""
-        self._written.set()
+        """A transaction committed: the log has pages to copy. Called for every commit, so a
+        wake-up already pending is left alone (`set()` takes the event's lock every time); a
+        commit that sees it pending just before the thread clears it is copied by that
+        checkpoint, which starts after the clear."""
+        if not self._written.is_set():
+            self._written.set()
 
     def stop(self) -> None:
         """Ends the thread after the checkpoint it may be running (blocks: call it off the loop)."""
