@@ -52,13 +52,16 @@ async def test_commits_reach_the_file_without_the_writer_checkpointing(tmp_path:
 
 async def test_the_log_stays_bounded_under_unbroken_writes(tmp_path: Path) -> None:
     """The writer's backstop: the log restarts once a checkpoint has copied all of it, which
-    the thread alone cannot see happen while commits follow each other without a pause."""
+    the thread alone cannot see happen while commits follow each other without a pause. The
+    bound is not exact: while the thread's checkpoint runs, the writer's own finds it busy and
+    the next commit tries again, so the log can pass the threshold by what is written
+    meanwhile (1.5 MiB seen here). Without the backstop it would hold all 256 MiB."""
     path = tmp_path / "db.sqlite"
     db = Database(f"sqlite+aiosqlite:///{path}")
-    bound = WRITER_AUTOCHECKPOINT_PAGES * SQLITE_PAGE_BYTES + 8 * MIB  # the threshold and a commit
+    threshold = WRITER_AUTOCHECKPOINT_PAGES * SQLITE_PAGE_BYTES
     try:
-        await _write_mib(db, 2 * bound // MIB)
-        assert await asyncio.to_thread(os.path.getsize, f"{path}-wal") <= bound
+        await _write_mib(db, 4 * threshold // MIB)
+        assert await asyncio.to_thread(os.path.getsize, f"{path}-wal") <= 2 * threshold
     finally:
         await db.dispose()
 

@@ -8,7 +8,9 @@ for the copy and two fsyncs. Here a thread checkpoints shortly after writes inst
 `PASSIVE`: it takes no lock a writer or reader waits for, and sqlite3 runs it without the
 GIL. The writer keeps a higher `wal_autocheckpoint` (`WRITER_AUTOCHECKPOINT_PAGES`) as the
 backstop that bounds the log when writes never pause long enough for this thread to catch
-up (the log restarts only once a checkpoint has copied all of it). What is durable when is
+up (the log restarts only once a checkpoint has copied all of it). The bound is loose by
+what is written during one of this thread's checkpoints: the writer's own finds it busy
+and the next commit tries again. What is durable when is
 unchanged: commits sync nothing, each checkpoint syncs the log before the file.
 """
 
