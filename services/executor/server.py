@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import grpc
-
 from batchgate.internal.v1 import executor_pb2, executor_pb2_grpc, recorder_pb2_grpc, scheduler_pb2_grpc
 from batchgate.services.common import rpc_client, telemetry
 from batchgate.services.common.config import Settings
-from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.common.grpc_server import Registry, ServiceHost
 from batchgate.services.executor.budget import BudgetClient
 from batchgate.services.executor.held import new_executor_id
 from batchgate.services.executor.limits import Dispatcher
@@ -31,7 +29,7 @@ def build(settings: Settings, port: int | None = None) -> ServiceHost:
     )
     metrics.watch_held(lambda: executor.held)
 
-    def register(server: grpc.aio.Server) -> list[str]:
+    def register(server: Registry) -> list[str]:
         executor_pb2_grpc.add_ExecutorServiceServicer_to_server(ExecutorServicer(executor), server)
         return [executor_pb2.DESCRIPTOR.services_by_name["ExecutorService"].full_name]
 

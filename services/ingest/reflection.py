@@ -19,6 +19,7 @@ from google.protobuf import descriptor, descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
+from batchgate.services.common.grpc_server import Registry
 from batchgate.v1 import batches_pb2, files_pb2, message_batches_pb2, models_pb2, results_pb2, templates_pb2
 
 V1_SERVICE = "grpc.reflection.v1.ServerReflection"
@@ -89,7 +90,7 @@ def public_pool() -> descriptor_pool.DescriptorPool:
     return pool
 
 
-def register(server: grpc.aio.Server) -> list[str]:
+def register(server: Registry) -> list[str]:
     """Serve reflection (v1 and v1alpha) on `server`; returns the two service names."""
     servicer = reflection.aio.ReflectionServicer(public_services(), pool=public_pool())
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)

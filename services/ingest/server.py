@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-import grpc
-
 from batchgate.internal.v1 import scheduler_pb2_grpc, spend_pb2_grpc
 from batchgate.internal.v1 import templates_pb2 as internal_templates_pb2
 from batchgate.internal.v1 import templates_pb2_grpc as internal_templates_pb2_grpc
 from batchgate.services.common import cron, rpc_client, telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
-from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.common.grpc_server import Registry, ServiceHost
 from batchgate.services.ingest import reflection
 from batchgate.services.ingest.batch_create import BatchCreator
 from batchgate.services.ingest.batches_servicer import BatchesServicer
@@ -52,7 +50,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     message_creator = BatchCreator(settings, db, spend, idempotency, metrics, message_batch_shape(settings))
     clock = cron.schedule_clock(settings.template_clock_file)
 
-    def register(server: grpc.aio.Server) -> list[str]:
+    def register(server: Registry) -> list[str]:
         files_pb2_grpc.add_FilesServiceServicer_to_server(FilesServicer(settings, db), server)
         batches_pb2_grpc.add_BatchServiceServicer_to_server(
             BatchesServicer(settings, db, scheduler, creator, TemplateMaker(db, creator, clock)), server

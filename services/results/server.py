@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import grpc
-
 from batchgate.internal.v1 import recorder_pb2, recorder_pb2_grpc
 from batchgate.services.common import telemetry
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
-from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.common.grpc_server import Registry, ServiceHost
 from batchgate.services.results.finalize import Finalizer
 from batchgate.services.results.message_batch_results import MessageBatchResultsServicer
 from batchgate.services.results.metrics import ResultsMetrics
@@ -25,7 +23,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     metrics = ResultsMetrics(telemetry.meter("results"))
     finalizer = Finalizer(settings, db, on_event=deliverer.wake, metrics=metrics)
 
-    def register(server: grpc.aio.Server) -> list[str]:
+    def register(server: Registry) -> list[str]:
         recorder_pb2_grpc.add_RecorderServiceServicer_to_server(
             RecorderServicer(Recorder(settings, db, metrics), finalizer), server
         )

@@ -10,6 +10,7 @@ import grpc
 
 from batchgate.internal.v1 import spend_pb2, spend_pb2_grpc
 from batchgate.services.common.db import Database, usage
+from batchgate.services.common.grpc_server import Registry
 
 
 async def spend_usd(db: Database, project_id: str, api_key_id: str = "") -> tuple[float, float]:
@@ -29,7 +30,7 @@ class SpendServicer(spend_pb2_grpc.SpendServiceServicer):
         return spend_pb2.GetSpendResponse(project_spend_usd=project, api_key_spend_usd=key)
 
 
-def register_spend_service(server: grpc.aio.Server, db: Database) -> str:
+def register_spend_service(server: Registry, db: Database) -> str:
     """Adds SpendService to `server`; returns its full name (for health)."""
     spend_pb2_grpc.add_SpendServiceServicer_to_server(SpendServicer(db), server)
     return str(spend_pb2.DESCRIPTOR.services_by_name["SpendService"].full_name)

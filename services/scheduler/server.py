@@ -19,7 +19,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import Listener
 from batchgate.services.common.db.native_batches import NATIVE_HOLDER
-from batchgate.services.common.grpc_server import ServiceHost
+from batchgate.services.common.grpc_server import Registry, ServiceHost
 from batchgate.services.scheduler.budgets import Budgets
 from batchgate.services.scheduler.closing_feed import CLOSING_CHANNEL, ClosingFeed
 from batchgate.services.scheduler.cron_ticks import CronTicker
@@ -79,7 +79,7 @@ def build(settings: Settings, db: Database) -> ServiceHost:
     )
     listeners = [Listener(db, WORK_CHANNEL, signal.wake), Listener(db, CLOSING_CHANNEL, feed.on_notify)]
 
-    def register(server: grpc.aio.Server) -> list[str]:
+    def register(server: Registry) -> list[str]:
         servicer = SchedulerServicer(settings, db, queue, signal, maintenance, feed, Budgets(db), metrics)
         scheduler_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
         return [scheduler_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name]

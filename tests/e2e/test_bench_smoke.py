@@ -13,6 +13,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _bench(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m module args…` from the repository's root, which must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    return done
+
+
 def test_scenarios_run_and_save_records() -> None:
     results = ROOT / "bench" / "results"
     before = set(results.glob("*.json")) if results.exists() else set()
@@ -38,15 +52,7 @@ def test_scenarios_run_and_save_records() -> None:
             "10",
         ],
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "bench", *scenario],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+        _bench("bench", *scenario)
     new = sorted(set(results.glob("*.json")) - before)
     assert {json.loads(p.read_text())["scenario"] for p in new} >= {
         "throughput",
@@ -62,3 +68,8 @@ def test_scenarios_run_and_save_records() -> None:
         record = json.loads(path.read_text())
         assert record["figures"] and record["machine"]["cpus"]
         path.unlink()
+
+
+def test_the_grpc_call_micro_benchmark_runs() -> None:
+    done = _bench("bench.grpc_calls", "--calls", "50", "--in-flight", "4", "--runs", "1")
+    assert "medians of 1 runs" in done.stdout and "guarded" in done.stdout

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_reflection.v1alpha import reflection_pb2
 from openai import OpenAI
 
 from batchgate.certs import CertDir
@@ -128,6 +129,16 @@ def test_callers_without_a_cluster_certificate_are_refused_on_every_internal_por
         assert (done.status, done.request_counts.completed) == ("completed", 1)
 
 
+def _reflection_v1_list(channel: grpc.Channel) -> list[Any]:
+    """The services ingest's reflection (v1) lists."""
+    info = channel.stream_stream(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    return list(info(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+
+
 def test_an_identity_calls_only_what_it_is_allowed_and_nothing_changes(tmp_path: Path) -> None:
     with private_stack("sqlite", tmp_path, BATCHGATE_EXECUTORS="0") as stack:
         client = stack.client()
@@ -161,7 +172,8 @@ def test_an_identity_calls_only_what_it_is_allowed_and_nothing_changes(tmp_path:
             ),
             # ... nor what only the scheduler and results do (finalize) ...
             ("results", "executor", lambda ch: recorder(ch).FinalizeBatch(finalize, timeout=10)),
-            # ... nor call the public API directly; Envoy and ingest may call nothing of executors'.
+            # ... nor call the public API directly, nor reflection (v1 is a generic handler of
+            # ingest's own, not a generated servicer); Envoy and ingest may call nothing of executors'.
             (
                 "ingest",
                 "executor",
@@ -169,6 +181,7 @@ def test_an_identity_calls_only_what_it_is_allowed_and_nothing_changes(tmp_path:
                     batches_pb2.ListBatchesRequest(), timeout=10
                 ),
             ),
+            ("ingest", "executor", _reflection_v1_list),
             (
                 "scheduler",
                 "envoy",
