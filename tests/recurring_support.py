@@ -4,14 +4,13 @@ as the openai SDK reaches it (`client.get`/`post`/`delete` on `/batch_templates`
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+from tests.support import eventually
 
 ENDPOINT = "/v1/chat/completions"
 QUIET_S = 2.5  # more than two scheduler ticks: time for a wrong second run to appear
-
-T = TypeVar("T")
 
 
 class Clock:
@@ -28,16 +27,6 @@ class Clock:
         partial = self.path.with_suffix(".part")
         partial.write_text(repr(float(at)))
         partial.replace(self.path)
-
-
-def eventually(probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = probe()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def schedule(

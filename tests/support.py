@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import grpc
@@ -45,6 +45,8 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.migrate import migrate
 from batchgate.services.common.loading import load_settings
+
+T = TypeVar("T")
 
 PG_ENV = "BATCHGATE_TEST_DATABASE_URL"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
@@ -404,6 +406,17 @@ def read_jsonl(data: bytes | str) -> list[dict[str, Any]]:
     hold U+0085, U+2028 and the like, which JSON writers leave unescaped."""
     text = data.decode() if isinstance(data, bytes) else data
     return [json.loads(line) for line in text.split("\n") if line.strip()]
+
+
+def eventually(probe: Callable[[], T | None], timeout_s: float = 60.0) -> T:
+    """`probe()`'s first truthy answer, asked every 0.2 s; fails after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
 
 
 def clean_environ(env: Mapping[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.checkpointer import WRITER_AUTOCHECKPOINT_PAGES, Checkpointer
 from batchgate.services.common.db.engine import SQLITE_PAGE_BYTES, SQLITE_SYNCHRONOUS
-from tests.recurring_support import eventually
+from tests.support import eventually
 
 MIB = 1024 * 1024
 
@@ -80,7 +80,7 @@ def test_a_failed_checkpoint_is_logged_and_tried_again(
 ) -> None:
     """A checkpoint that cannot run (here: no such directory) costs a log line, not the thread:
     the second write's checkpoint is tried, and logged, too."""
-    checkpointer = Checkpointer(str(tmp_path / "missing" / "db.sqlite"), (SQLITE_SYNCHRONOUS,))
+    checkpointer = Checkpointer(str(tmp_path / "missing" / "db.sqlite"), SQLITE_SYNCHRONOUS)
     try:
         with caplog.at_level(logging.WARNING, logger="batchgate.services.common.db.checkpointer"):
             for attempt in (1, 2):

@@ -15,13 +15,12 @@ from tests.execution_support import private_stack
 from tests.recurring_support import (
     QUIET_S,
     Clock,
-    eventually,
     runs,
     schedule,
     template,
     wait_for_runs,
 )
-from tests.support import chat_records, db_rows, upload, wait_for_batch
+from tests.support import chat_records, db_rows, eventually, upload, wait_for_batch
 
 EVERY_HOUR = "0 * * * *"
 

@@ -33,9 +33,11 @@ class Checkpointer:
     """One per SQLite database file and process: `note_write()` after each commit, `stop()`
     when the database is disposed."""
 
-    def __init__(self, path: str, pragmas: tuple[str, ...]) -> None:
+    def __init__(self, path: str, synchronous: str) -> None:
+        """`synchronous`: the writer's `PRAGMA synchronous` statement, which decides what a
+        checkpoint syncs; the thread's connection runs it too."""
         self._path = path
-        self._pragmas = pragmas
+        self._synchronous = synchronous
         self._written = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sqlite-checkpointer", daemon=True)
@@ -72,8 +74,7 @@ class Checkpointer:
         try:
             if connection is None:
                 connection = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-                for pragma in self._pragmas:
-                    connection.execute(pragma)
+                connection.execute(self._synchronous)
             connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:  # the next write asks again; the writer's backstop remains
             log.warning("Background WAL checkpoint of %s failed: %s", self._path, exc)

@@ -117,7 +117,7 @@ class Database:
             database = make_url(url).database
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
-                self._checkpointer = Checkpointer(database, (SQLITE_SYNCHRONOUS,))
+                self._checkpointer = Checkpointer(database, SQLITE_SYNCHRONOUS)
             self._writer = _sqlite_engine(url, immediate=True, pool_size=1, cache_mib=writer_cache_mib)
             self._reader = _sqlite_engine(url, immediate=False, pool_size=8, cache_mib=reader_cache_mib)
         else:
