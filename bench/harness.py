@@ -175,10 +175,33 @@ def simulated_stack_env(workdir: Path, latency_ms: float, concurrency: int, exec
 def bench_stack(
     tmp: Path, db_kind: str = "sqlite", projects: tuple[str, ...] = ("default",), **env: str
 ) -> Iterator[RunningStack]:
-    """A full stack (the processes `batchgate up` starts) on free ports, with `projects`."""
+    """A full stack (the processes `batchgate up` starts) on free ports, with `projects`,
+    handed over once it has settled (`wait_until_settled`)."""
     tmp.mkdir(parents=True, exist_ok=True)
     with fresh_database(db_kind, tmp) as url, running_stack(tmp, url, projects, **env) as stack:
+        wait_until_settled(stack_pids(stack))
         yield stack
+
+
+SETTLED_FOR_S = 1.0
+SETTLED_WITHIN_BYTES = 2**20
+
+
+def wait_until_settled(pids: dict[str, int], timeout_s: float = 30.0) -> None:
+    """Return once no process's RSS has moved by more than 1 MiB for a second: a process is
+    ready before its start-up work ends (ingest loads its tokenizer tables, ~170 MiB, in a
+    thread once it serves), and a scenario that measured RSS growth from then counted part
+    of that load as the scenario's own."""
+    meter = ProcessMeter(pids)
+    deadline = time.monotonic() + timeout_s
+    steady_since, last = time.monotonic(), meter.rss_now()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = meter.rss_now()
+        if any(abs(now.get(name, 0) - rss) > SETTLED_WITHIN_BYTES for name, rss in last.items()):
+            steady_since, last = time.monotonic(), now
+        elif time.monotonic() - steady_since >= SETTLED_FOR_S:
+            return
 
 
 @dataclass
