@@ -14,7 +14,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches, files
 from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob
 from batchgate.services.common.ids import file_id
-from batchgate.services.common.states import ACCEPTED_PURPOSES, BatchStatus
+from batchgate.services.common.states import ACCEPTED_PURPOSES, LISTED_PURPOSES, BatchStatus
 from batchgate.services.ingest.lookup import check_cursor, visible_file
 from batchgate.services.ingest.upload import receive_upload
 from batchgate.services.ingest.views import file_message
@@ -116,8 +116,12 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         order = request.order or "desc"
         if order not in ("asc", "desc"):
             raise errors.invalid("'order' must be 'asc' or 'desc'.", "invalid_order", "order")
-        if "\x00" in request.purpose:
-            raise errors.invalid("'purpose' is not a file purpose.", "invalid_purpose", "purpose")
+        if request.purpose and request.purpose not in LISTED_PURPOSES:
+            raise errors.invalid(
+                f"'purpose' must be one of {list(LISTED_PURPOSES)}, not {request.purpose[:80]!r}.",
+                "invalid_purpose",
+                "purpose",
+            )
         async with self._db.read() as conn:
             if request.after:
                 await check_cursor(conn, caller.project_id, "file", request.after)

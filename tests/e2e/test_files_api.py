@@ -172,7 +172,8 @@ def test_listing_pages_with_after_limit_order_and_purpose(shared_stack: RunningS
 
 
 @pytest.mark.parametrize(
-    "params", [{"limit": -1}, {"limit": 10001}, {"order": "sideways"}, {"after": "x" * 41}]
+    "params",
+    [{"limit": -1}, {"limit": 10001}, {"order": "sideways"}, {"after": "x" * 41}, {"purpose": "fine-tune"}],
 )
 def test_bad_listing_parameters_are_400(shared_stack: RunningStack, params: dict) -> None:
     answer = httpx.get(

@@ -251,6 +251,7 @@ CORPUS = [
     Bad("files: limit=10001", "GET", "/files?limit=10001", None, "invalid_limit", "limit"),
     Bad("files: unknown after", "GET", "/files?after=file-nope", None, "invalid_after", "after"),
     Bad("files: order", "GET", "/files?order=sideways", None, "invalid_order", "order"),
+    Bad("files: purpose", "GET", "/files?purpose=batches", None, "invalid_purpose", "purpose"),
     Bad("usage events: limit=0", "GET", "/usage/events?limit=0", None, "invalid_limit", "limit"),
     Bad("usage events: limit=x", "GET", "/usage/events?limit=x", None, "invalid_type", "limit"),
     Bad(
