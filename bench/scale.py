@@ -88,7 +88,6 @@ def scale(args: argparse.Namespace) -> list[dict[str, Any]]:
             with bench_stack(workdir / "stack", database, **env) as stack:
                 input_path = write_chat_input(workdir / "in.jsonl", args.scale_n)
                 reads = _ProgressReads(stack.client(timeout=120))
-                time.sleep(2)  # idle: the RSS the growth is measured from
                 with ProcessMeter(stack_pids(stack), interval_s=0.5) as meter:
                     run = sdk_batch(
                         stack, input_path, workdir / "out.jsonl", poll_s=1.0, on_created=reads.follow

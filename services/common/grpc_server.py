@@ -154,16 +154,21 @@ class _Guard:
             await _abort(context, in_anthropic_shape(shaped) if self._anthropic else shaped, span)
         raise exc  # `context.abort` raises AbortError; were it to return, the error still ends the call
 
+    @contextlib.asynccontextmanager
+    async def _guarded(self, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        """Around one call: the server span, auth on entry, and every failure an abort."""
+        with rpc_tracing.server_span(self._service, self._method, context) as span:
+            try:
+                await self._enter(context)
+                yield
+            except Exception as exc:
+                await self._fail(context, exc, span)
+            rpc_tracing.set_rpc_status(span, grpc.StatusCode.OK, server=True)
+
     def unary(self, behaviour: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            with rpc_tracing.server_span(self._service, self._method, context) as span:
-                try:
-                    await self._enter(context)
-                    response = await behaviour(self._with_query(request, context), context)
-                except Exception as exc:
-                    await self._fail(context, exc, span)
-                rpc_tracing.set_rpc_status(span, grpc.StatusCode.OK, server=True)
-                return response
+            async with self._guarded(context):
+                return await behaviour(self._with_query(request, context), context)
 
         return call
 
@@ -172,14 +177,9 @@ class _Guard:
             return self.unary(behaviour)
 
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            with rpc_tracing.server_span(self._service, self._method, context) as span:
-                try:
-                    await self._enter(context)
-                    async for message in behaviour(self._with_query(request, context), context):
-                        yield message
-                except Exception as exc:
-                    await self._fail(context, exc, span)
-                rpc_tracing.set_rpc_status(span, grpc.StatusCode.OK, server=True)
+            async with self._guarded(context):
+                async for message in behaviour(self._with_query(request, context), context):
+                    yield message
 
         return call
 

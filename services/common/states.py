@@ -90,7 +90,7 @@ class FilePurpose(StrEnum):
 
 
 ACCEPTED_PURPOSES = (FilePurpose.BATCH,)  # what a client may upload
-LISTED_PURPOSES = tuple(purpose.value for purpose in FilePurpose)  # what a listing may filter by
+LISTED_PURPOSES = tuple(FilePurpose)  # what a listing may filter by
 
 
 class FileStatus(StrEnum):

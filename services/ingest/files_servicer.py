@@ -14,7 +14,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches, files
 from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob
 from batchgate.services.common.ids import file_id
-from batchgate.services.common.states import ACCEPTED_PURPOSES, LISTED_PURPOSES, BatchStatus
+from batchgate.services.common.states import ACCEPTED_PURPOSES, LISTED_PURPOSES, BatchStatus, FilePurpose
 from batchgate.services.ingest.lookup import check_cursor, visible_file
 from batchgate.services.ingest.upload import receive_upload
 from batchgate.services.ingest.views import file_message
@@ -24,6 +24,16 @@ FORM_FIELDS = ("purpose", "expires_after[anchor]", "expires_after[seconds]")  # 
 MIN_EXPIRY_S = 3600
 MAX_EXPIRY_S = 30 * 24 * 3600
 JSONL = "application/jsonl"
+
+
+def _invalid_purpose(allowed: tuple[FilePurpose, ...], given: str | None) -> errors.ApiError:
+    """400 for an upload's or a listing's `purpose` outside `allowed` (a long one cut short)."""
+    shown = given if given is None else given[:80]
+    return errors.invalid(
+        f"'purpose' must be one of {[p.value for p in allowed]}, not {shown!r}.",
+        "invalid_purpose",
+        "purpose",
+    )
 
 
 def _expiry(fields: dict[str, str], created_at: float, default_days: int) -> float:
@@ -65,11 +75,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
             raise errors.invalid(f"Unknown parameter: '{unknown}'.", "unknown_parameter", unknown)
         purpose = fields.get("purpose")
         if (final or purpose is not None) and purpose not in ACCEPTED_PURPOSES:
-            raise errors.invalid(
-                f"'purpose' must be one of {[p.value for p in ACCEPTED_PURPOSES]}, not {purpose!r}.",
-                "invalid_purpose",
-                "purpose",
-            )
+            raise _invalid_purpose(ACCEPTED_PURPOSES, purpose)
         if final or {"expires_after[anchor]", "expires_after[seconds]"} <= fields.keys():
             _expiry(fields, time.time(), self._settings.file_expiry_days)
 
@@ -117,11 +123,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         if order not in ("asc", "desc"):
             raise errors.invalid("'order' must be 'asc' or 'desc'.", "invalid_order", "order")
         if request.purpose and request.purpose not in LISTED_PURPOSES:
-            raise errors.invalid(
-                f"'purpose' must be one of {list(LISTED_PURPOSES)}, not {request.purpose[:80]!r}.",
-                "invalid_purpose",
-                "purpose",
-            )
+            raise _invalid_purpose(LISTED_PURPOSES, request.purpose)
         async with self._db.read() as conn:
             if request.after:
                 await check_cursor(conn, caller.project_id, "file", request.after)
