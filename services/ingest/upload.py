@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
 
 from batchgate.services.common import errors
 from batchgate.services.common.db.blobs import BlobWriter
@@ -124,8 +124,8 @@ async def receive_upload(
 
     `check_fields` sees the form fields that precede the file part before any file byte is
     stored (clients send `purpose` first), so a bad field costs no upload. Raises ApiError
-    413 as soon as the file part passes `max_bytes`; the caller aborts the writer on any
-    error so nothing partial stays.
+    413 as soon as the file part passes `max_bytes`, and 400 for a body that stops before its
+    closing boundary; the caller aborts the writer on any error so nothing partial stays.
     """
     collector = _PartCollector(check_fields)
     parser: MultipartParser | None = None
@@ -162,6 +162,13 @@ async def receive_upload(
         parser.finalize()
     except MultipartParseError as exc:
         raise _malformed(exc) from None
+    if parser.state != MultipartState.END:
+        # A client that died mid-upload: the stream ends (gRPC reads a reset as its end) with
+        # no closing boundary, and the file part holds only what arrived.
+        raise errors.invalid(
+            "The multipart/form-data body ended before its closing boundary: the upload was cut short.",
+            "invalid_multipart",
+        )
     upload = collector.upload
     if upload.filename is None:
         raise errors.invalid("The upload has no 'file' part.", "missing_file", "file")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import uuid
 from collections.abc import Iterator
 
@@ -11,7 +12,16 @@ import openai
 import pytest
 
 from tests.e2e.ingest_client import VIAS, upload_file
-from tests.support import RunningStack, add_project, chat_records, db_rows, jsonl, upload, wait_for_batch
+from tests.support import (
+    RunningStack,
+    add_project,
+    chat_records,
+    db_rows,
+    eventually,
+    jsonl,
+    upload,
+    wait_for_batch,
+)
 
 ENDPOINT = "/v1/chat/completions"
 DAY = 86400
@@ -122,6 +132,38 @@ def test_malformed_upload_is_400(
         **request_kwargs,
     )
     assert (answer.status_code, answer.json()["error"]["code"]) == (400, code)
+    assert project_files(shared_stack, project_id) == before
+
+
+def incomplete_blobs(stack: RunningStack, project_id: str) -> int:
+    """Upload blobs of the project still being written."""
+    return int(
+        db_rows(
+            stack.database_url,
+            "SELECT count(*) FROM blobs WHERE owner = :owner AND NOT complete",
+            owner=f"upload:{project_id}",
+        )[0][0]
+    )
+
+
+def test_an_upload_whose_client_dies_midway_stores_nothing(
+    shared_stack: RunningStack, project_id: str
+) -> None:
+    """Half of the declared body arrives, then the connection closes: no file, no blob left."""
+    before = project_files(shared_stack, project_id)
+    content = jsonl(chat_records(1000, prefix="files-cut", user="u" * 3000))  # 3 MB: chunks stored on the way
+    body = (
+        b'--XX\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+        b'--XX\r\nContent-Disposition: form-data; name="file"; filename="cut.jsonl"\r\n\r\n' + content
+    )
+    head = (
+        f"POST /v1/files HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {shared_stack.keys['files']}\r\n"
+        f"Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: {2 * len(body)}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", shared_stack.settings.port), timeout=30) as conn:
+        conn.sendall(head.encode() + body)
+        eventually(lambda: incomplete_blobs(shared_stack, project_id))  # the upload is under way
+    eventually(lambda: incomplete_blobs(shared_stack, project_id) == 0)
     assert project_files(shared_stack, project_id) == before
 
 

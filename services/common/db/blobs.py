@@ -9,6 +9,7 @@ S3-compatible store can implement the same four operations.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -21,6 +22,7 @@ from batchgate.services.common.ids import new_id
 
 CHUNK_BYTES = 1024 * 1024
 READ_AHEAD_CHUNKS = 4
+_CLEANUPS: set[asyncio.Future[None]] = set()  # aborts under way, whose callers were cancelled
 
 
 class BlobWriter:
@@ -88,10 +90,25 @@ class BlobWriter:
         return self.blob_id
 
     async def abort(self) -> None:
-        """Drop everything written so far (the upload failed or was refused)."""
+        """Drop everything written so far (the upload failed or was refused).
+
+        It runs to its end even when the caller is cancelled meanwhile: gRPC cancels an upload's
+        handler when its client goes away, often while the handler is already cleaning up, and an
+        abort cut short leaves the chunks for `reclaim_abandoned`, hours later. A blob whose
+        `finish` transaction committed is kept: a task cancelled while awaiting that commit sees
+        the error after the blob was published, and what published it owns it.
+        """
         self._buffer.clear()
         if self._created:
-            async with self._db.write() as conn:
+            cleanup = asyncio.ensure_future(self._drop_unpublished())
+            _CLEANUPS.add(cleanup)  # the loop keeps only weak references to tasks
+            cleanup.add_done_callback(_CLEANUPS.discard)
+            await asyncio.shield(cleanup)
+
+    async def _drop_unpublished(self) -> None:
+        async with self._db.write() as conn:
+            published = await conn.scalar(select(blobs.c.complete).where(blobs.c.id == self.blob_id))
+            if not published:
                 await delete_blob(conn, self.blob_id)
 
 

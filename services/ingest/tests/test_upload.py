@@ -67,3 +67,19 @@ async def test_a_body_that_is_not_multipart_is_refused() -> None:
     with pytest.raises(ApiError) as caught:
         await receive_upload(plain(), MemoryWriter(), 1000)  # type: ignore[arg-type]
     assert caught.value.status == 400
+
+
+@pytest.mark.parametrize("cut_at", [-3, -len(f"--{BOUNDARY}--\r\n"), -40])
+async def test_a_body_cut_before_its_closing_boundary_is_400(cut_at: int) -> None:
+    """A client that dies mid-upload leaves a stream that just ends; what arrived is not a file."""
+    whole = body(b'{"a":1}\n' * 20, purpose="batch")
+    with pytest.raises(ApiError) as caught:
+        await receive_upload(chunks(whole[:cut_at], 16), MemoryWriter(), 10_000)  # type: ignore[arg-type]
+    assert (caught.value.status, caught.value.code) == (400, "invalid_multipart")
+    assert "cut short" in caught.value.message
+
+
+async def test_a_closing_boundary_without_its_line_break_ends_the_body() -> None:
+    whole = body(b'{"a":1}\n', purpose="batch")
+    upload = await receive_upload(chunks(whole.removesuffix(b"\r\n"), 16), MemoryWriter(), 10_000)  # type: ignore[arg-type]
+    assert upload.size == len(b'{"a":1}\n')
