@@ -112,11 +112,19 @@ class ToolTransport:
                     method, url, data=body, headers=headers, allow_redirects=False
                 ) as response,
             ):
-                raw = await response.content.read(MAX_ANSWER_BYTES + 1)
-                if len(raw) > MAX_ANSWER_BYTES:
-                    raise ToolFailure(f"the answer of {where} is larger than {MAX_ANSWER_BYTES} bytes")
-                return ToolAnswer(response.status, response.headers, raw)
+                return ToolAnswer(response.status, response.headers, await _body(response, where))
         except TimeoutError:
             raise ToolFailure(f"{where} did not answer within {timeout_s:g} s") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ToolFailure(f"could not reach {where} ({type(exc).__name__})") from None
+
+
+async def _body(response: aiohttp.ClientResponse, where: str) -> bytes:
+    """The whole answer, or ToolFailure once it passes `MAX_ANSWER_BYTES`: read no further, so a
+    huge or endless answer costs at most the limit. `read(n)` would not do: it returns what is
+    buffered (often one chunk), which cut large answers short; `readexactly` waits for them."""
+    try:
+        await response.content.readexactly(MAX_ANSWER_BYTES + 1)
+    except asyncio.IncompleteReadError as short:
+        return short.partial
+    raise ToolFailure(f"the answer of {where} is over {MAX_ANSWER_BYTES // 2**20} MiB")
