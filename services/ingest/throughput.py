@@ -1,8 +1,9 @@
 """A running batch's pace over the last minute: the batch object's `throughput` extension.
 
 `items_per_s` and `tokens_per_s` are how fast the batch's own counters grew (items finished:
-`completed_count + failed_count`; tokens: `input_tokens + output_tokens`, the columns results
-adds each recorded outcome to) over the last `WINDOW_S` seconds, or since the batch started
+`completed_count + failed_count` less `rejected_count`, the records refused at create, which
+count as failed from the start but never ran; tokens: `input_tokens + output_tokens`, the
+columns results adds each recorded outcome to) over the last `WINDOW_S` seconds, or since the batch started
 when that is sooner; `eta_s` is the items still open at that pace (null while nothing
 finishes). Only a batch in progress has one; any other batch's `throughput` is null.
 
@@ -42,7 +43,8 @@ class Sample(NamedTuple):
 
 
 def _counters(row: AnyRow, now: float) -> Sample:
-    return Sample(now, row.completed_count + row.failed_count, row.input_tokens + row.output_tokens)
+    finished = row.completed_count + row.failed_count - row.rejected_count
+    return Sample(now, finished, row.input_tokens + row.output_tokens)
 
 
 def _at(before: Sample, after: Sample, at: float) -> tuple[float, float]:

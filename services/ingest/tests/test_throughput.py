@@ -13,7 +13,9 @@ from batchgate.services.ingest.throughput import WINDOW_S, Paces, Sample, pace
 STARTED = 1_000.0
 
 
-def row(finished: int = 0, tokens: int = 0, total: int = 10_000, status: str = "in_progress") -> Any:
+def row(
+    finished: int = 0, tokens: int = 0, total: int = 10_000, status: str = "in_progress", rejected: int = 0
+) -> Any:
     return SimpleNamespace(
         id="batch_1",
         status=status,
@@ -21,7 +23,8 @@ def row(finished: int = 0, tokens: int = 0, total: int = 10_000, status: str = "
         created_at=STARTED - 1,
         total=total,
         completed_count=finished,
-        failed_count=0,
+        failed_count=rejected,
+        rejected_count=rejected,
         input_tokens=tokens,
         output_tokens=0,
     )
@@ -66,3 +69,14 @@ def test_a_read_that_finishes_after_a_newer_one_is_not_kept() -> None:
     clock[0] += 2
     paces.of([row(90)])  # an older snapshot of the row, answered later
     assert [s.finished for s in paces._samples["batch_1"]] == [0, 100]
+
+
+def test_records_refused_at_create_are_no_pace() -> None:
+    """They count as failed from the start, but nothing ran: no rate, no time left."""
+    paces = Paces(clock=lambda: STARTED + 2)
+    assert paces.of([row(0, rejected=50, total=51)])["batch_1"] == {
+        "items_per_s": 0.0,
+        "tokens_per_s": 0.0,
+        "eta_s": None,
+    }
+    assert pace(row(10, rejected=50, total=100), [Sample(STARTED, 0, 0)], STARTED + 10)["eta_s"] == 40
