@@ -72,7 +72,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
         request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
-        if request.cron or request.cron_timezone:
+        if request.HasField("cron") or request.cron_timezone:
             return await self._templates.create(principal(), request, bool(inline), key)
         if request.dry_run:
             return await self._dry_run.answer(principal(), request, inline)

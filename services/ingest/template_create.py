@@ -50,6 +50,12 @@ class TemplateMaker:
                 "invalid_value",
                 "dry_run",
             )
+        if not request.HasField("cron"):
+            raise errors.invalid(
+                "'cron_timezone' is the time zone of 'cron': give 'cron' with it.",
+                "missing_parameter",
+                "cron",
+            )
         expression = cron.check_expression(request.cron)
         zone = cron.check_timezone(request.cron_timezone)
         if has_inline or not request.input_file_id:

@@ -157,6 +157,8 @@ def test_due_times_missed_while_no_tick_came_make_one_catch_up_run(
     ("body", "status", "code", "param"),
     [
         ({"cron": "0 2 * *"}, 400, "invalid_cron", "cron"),
+        ({"cron": ""}, 400, "invalid_cron", "cron"),  # given, so not a one-off batch
+        ({"cron_timezone": "Europe/Paris"}, 400, "missing_parameter", "cron"),
         ({"cron": "0 2 * * * *"}, 400, "invalid_cron", "cron"),
         ({"cron": "0 2 31 2 *"}, 400, "invalid_cron", "cron"),
         ({"cron": "99 2 * * *"}, 400, "invalid_cron", "cron"),
