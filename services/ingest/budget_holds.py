@@ -19,12 +19,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import orjson
+
 from batchgate.services.common import errors
 from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point
 from batchgate.services.common.token_usage import output_allowance
+from batchgate.services.ingest.record_texts import PROMPT_FIELDS, STRUCTURED_FIELDS
 from batchgate.services.ingest.validation import Accepted
 
 PER_MILLION = 1_000_000
@@ -33,7 +36,6 @@ BYTES_PER_TOKEN = 3
 four bytes per token on English; three errs towards holding too much)."""
 TOKENS_PER_MESSAGE = 8
 """Role and framing tokens a message adds beyond its text."""
-TEXT_FIELDS = ("messages", "input", "prompt", "system")
 
 
 def _text_bytes(value: Any) -> int:
@@ -51,11 +53,26 @@ def _text_bytes(value: Any) -> int:
     return total
 
 
+def _json_bytes(value: Any) -> int:
+    """The length of `value`'s compact JSON (its strings' bytes where orjson refuses it, too
+    deep: the checker encodes each record with orjson, so that should not happen)."""
+    try:
+        return len(orjson.dumps(value))
+    except orjson.JSONEncodeError:
+        return _text_bytes(value)
+
+
 def estimate_input_tokens(body: dict[str, Any]) -> int:
-    """Input tokens of a request body, estimated from its text (the hold's input side)."""
+    """Input tokens of a request body, estimated from its text (the hold's input side): every
+    string under its prompt fields (`record_texts.PROMPT_FIELDS`: messages, system,
+    instructions, input, prompt, suffix), and its tool definitions and output formats
+    (`STRUCTURED_FIELDS`) as their compact JSON text, as the upstream bills them."""
     text_bytes = 0
-    for field in TEXT_FIELDS:
+    for field in PROMPT_FIELDS:
         text_bytes += _text_bytes(body.get(field))
+    for field in STRUCTURED_FIELDS:
+        if field in body:
+            text_bytes += _json_bytes(body[field])
     messages = body.get("messages")
     framing = TOKENS_PER_MESSAGE * (len(messages) if isinstance(messages, list) else 1)
     return math.ceil(text_bytes / BYTES_PER_TOKEN) + framing

@@ -10,7 +10,8 @@ discount; nothing is sent to the provider). No batch,
 item, blob or file row is written, no Idempotency-Key is claimed or bound (a dry run is
 repeatable, so a key on it is ignored) and no usage is recorded; rejections come back in the
 answer only (`rejected_records_file_id` is null). When no record can run, the answer is the
-same 400 `no_valid_records` a create gives. The caller's policy applies as on a create
+same 400 `no_valid_records` a create gives, and when it has no records (only blank lines)
+the create's 400 `empty_file`. The caller's policy applies as on a create
 (allowed models, record limit, expedited, guardrails), and `estimate.hold_verdict` says whether
 the create's budget hold would be admitted now (no hold is placed).
 """
@@ -124,6 +125,8 @@ class DryRun:
                 rejections=rejections,
             )
         preview = rejections.preview
+        if total == 0:  # only blank lines: what the create's `check_records` answers
+            raise errors.invalid("The input has no records.", "empty_file", param)
         if rejections.count == total:
             raise errors.invalid(
                 f"None of the {total} records can run; see 'rejected_records'.",

@@ -8,9 +8,12 @@ model table and the encoding loaded by name: its `encoding_for_model` refuses wi
 the embedding models), and the legacy GPT-2/GPT-3 encodings need `tiktoken_ext`, so those
 models get the approximation. The model's upstream name is tried, then its public name.
 Chat messages are counted the way OpenAI's cookbook does (3 tokens per message, 1 per name,
-3 to prime the answer); `tools`, `response_format` and other structured parts are counted as
-their compact JSON text. Any other model (Anthropic, local models, names the table lacks)
-gets the documented approximation of one token per 4 UTF-8 bytes of text.
+3 to prime the answer); the other prompt fields (`record_texts`: `system`, `instructions`,
+`prompt`, `suffix`) as their text, and `tools`, `response_format` and other structured parts
+as their compact JSON text. Long texts, which the tokenizer refuses (1,000,000 characters, or
+over 200,000 tokens), are counted in pieces (`PIECE_CHARS`). Any other model (Anthropic,
+local models, names the table lacks) gets the documented approximation of one token per 4
+UTF-8 bytes of text.
 
 Output tokens are bounded, not predicted: each request's `max_completion_tokens`,
 `max_tokens` or `max_output_tokens`, else its provider's `default_max_tokens`; embeddings
@@ -33,6 +36,7 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.token_usage import output_allowance
+from batchgate.services.ingest.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, STRUCTURED_FIELDS
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
@@ -42,6 +46,12 @@ TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
 PER_MILLION = 1_000_000
 NO_OUTPUT_ENDPOINTS = ("/v1/embeddings",)
+PIECE_CHARS = 50_000
+"""Longer texts are tokenized in pieces of at most this many characters: a character is at
+most 4 UTF-8 bytes, so at most 4 tokens, and a piece stays within the tokenizer's limit of
+200,000 tokens (and 1,000,000 characters) a call."""
+PIECE_CUT_WINDOW = 1_000
+"""How far back from a piece's end a space is looked for to cut at."""
 
 Counter = Callable[[str], int]
 
@@ -57,11 +67,39 @@ def tokenizers() -> ModuleType:
     return importlib.import_module("bpe_openai")
 
 
+def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
+    """`text` cut into pieces of at most `size` characters, each cut made before a space near
+    its end where there is one (where a word starts: a cut there seldom changes the count)."""
+    out = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        space = text.rfind(" ", end - PIECE_CUT_WINDOW, end)
+        end = space if space > start else end
+        out.append(text[start:end])
+        start = end
+    out.append(text[start:])
+    return out
+
+
 @cache
 def _counter(encoding: str) -> Counter:
-    """Loading an encoding costs 35-125 ms each time (the library does not keep it)."""
+    """Loading an encoding costs 35-125 ms each time (the library does not keep it). The
+    library refuses (ValueError) a text of 1,000,000 characters or more and one of more than
+    200,000 tokens, so longer texts are counted in pieces (`PIECE_CHARS`, at most 4 tokens a
+    character); should it refuse a piece anyway, that piece gets the approximation."""
     encode = tokenizers().get_encoding(encoding).encode_ordinary
-    return lambda text: len(encode(text))
+
+    def count(text: str) -> int:
+        total = 0
+        for piece in pieces(text) if len(text) > PIECE_CHARS else (text,):
+            try:
+                total += len(encode(piece))
+            except ValueError:  # TokenLimitError is one too
+                total += approximate(piece)
+        return total
+
+    return count
 
 
 def _bundled_encoding(model: str) -> str | None:
@@ -110,10 +148,10 @@ def _messages(count: Counter, messages: Any) -> int:
 def input_tokens(count: Counter, body: dict[str, Any]) -> int:
     """Prompt tokens of one request body, whatever its endpoint."""
     total = 0
-    for key in ("messages", "input", "prompt", "system"):
+    for key in PROMPT_FIELDS:
         if key in body:
-            total += _messages(count, body[key]) if key in ("messages", "input") else count(_text(body[key]))
-    for key in ("tools", "functions", "response_format", "text", "instructions"):
+            total += _messages(count, body[key]) if key in MESSAGE_FIELDS else count(_text(body[key]))
+    for key in STRUCTURED_FIELDS:
         if key in body:
             total += count(_text(body[key]))
     return total

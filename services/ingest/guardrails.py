@@ -1,4 +1,5 @@
-"""Guardrails: a chain of filters over every message text of a record, run at create.
+"""Guardrails: a chain of filters over every prompt text of a record (`record_texts`: message
+contents, system prompts and `instructions`, inputs, prompts, tool outputs), run at create.
 
 A project turns them on (`batchgate projects set-guardrails`; `GuardrailConfig`). Each
 filter sees a text and answers with the text to keep (maybe redacted) or a `Blocked` naming
@@ -34,6 +35,7 @@ from batchgate.services.common.webhook_urls import (
     allowed_addresses,
     webhook_networks,
 )
+from batchgate.services.ingest.record_texts import PROMPT_FIELDS, TEXT_KEYS
 from batchgate.services.ingest.validation import Accepted, Rejected
 
 BLOCKED_CODE = "guardrail_blocked"
@@ -143,7 +145,7 @@ async def _map_texts(value: Any, apply: Callable[[str], Awaitable[str | Blocked]
         return mapped
     if isinstance(value, dict):
         out = dict(value)
-        for key in ("content", "text") if "role" in value or "type" in value else ():
+        for key in TEXT_KEYS if "role" in value or "type" in value else ():
             if key in value:
                 result = await _map_texts(value[key], apply)
                 if isinstance(result, Blocked):
@@ -151,9 +153,6 @@ async def _map_texts(value: Any, apply: Callable[[str], Awaitable[str | Blocked]
                 out[key] = result
         return out
     return value
-
-
-TEXT_FIELDS = ("messages", "system", "input", "prompt")
 
 
 class Guardrails:
@@ -174,7 +173,7 @@ class Guardrails:
         """The record with its texts filtered, or its rejection naming the rule that blocked it."""
         body = dict(record.request)  # its texts are replaced: a copy, not the record's
         changed = False
-        for name in TEXT_FIELDS:
+        for name in PROMPT_FIELDS:
             if name not in body:
                 continue
             result = await _map_texts(body[name], self._apply)

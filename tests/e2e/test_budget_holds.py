@@ -120,3 +120,29 @@ def test_concurrent_creates_never_both_pass_on_one_remainder(db_kind: str, tmp_p
             k=key_id,
         )[0]
         assert held[0] == 2 and held[1] == pytest.approx(hold * 2, rel=1e-3)
+
+
+def test_the_responses_instructions_are_held(shared_stack: RunningStack) -> None:
+    """The hold counted `input` but not `instructions`: a long system prompt held $0.000001
+    and a key went past its budget, create after create."""
+    project = f"ihold-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project)
+    body = {
+        "model": "gpt-4o-mini",
+        "instructions": "hello world " * 2500,
+        "input": "hi",
+        "max_output_tokens": 1,
+    }
+    record = {"custom_id": "long-instructions", "method": "POST", "url": "/v1/responses", "body": body}
+    params = {
+        "input_file_id": upload_records(shared_stack, [record], project),
+        "endpoint": "/v1/responses",
+        "completion_window": "24h",
+    }
+    cli(shared_stack, "keys", "set-budget", key_id, "0.0002")
+    dry = create_batch("http", shared_stack, {**params, "dry_run": True}, project)
+    assert dry.status == 200, dry.body
+    estimate = dry.body["estimate"]
+    assert estimate["hold_usd"] >= estimate["cost_min"] > 0.0002  # 30,000 bytes of input
+    assert estimate["hold_verdict"] == "key_budget_exceeded"
+    create_batch("sdk", shared_stack, params, project).expect_error(402, "key_budget_exceeded")

@@ -208,3 +208,37 @@ def test_cli_dry_run_prints_a_summary_and_creates_nothing(quiet_stack: RunningSt
     assert "input tokens" in answer.stdout and "o200k_base" in answer.stdout and "usd" in answer.stdout
     assert "records" in answer.stdout and "3 (0 rejected)" in answer.stdout
     assert stored(quiet_stack) == before  # not even the upload
+
+
+@pytest.mark.parametrize("size", [1_000_000, 10 * 1024 * 1024 - 1024])
+def test_a_text_too_long_for_the_tokenizer_whole_is_estimated(quiet_stack: RunningStack, size: int) -> None:
+    """The tokenizer refuses a text of a million characters: the dry run answered 500 where the
+    create accepts the record (it is within `max_record_bytes`)."""
+    text = ("hello world " * (size // 12 + 1))[:size]
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}], "max_tokens": 1}
+    records = [{"custom_id": "long", "method": "POST", "url": "/v1/chat/completions", "body": body}]
+    client = quiet_stack.client()
+    batch = client.batches.create(
+        input_file_id=upload(client, records).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"dry_run": True},
+    )
+    estimate = batch.model_extra["estimate"]
+    words = size // 12 * 2  # "hello", " world": a token each (the cuts fall before a space)
+    assert estimate["tokenizer"] == "o200k_base" and words < estimate["input_tokens"] < words + 20
+    assert estimate["hold_verdict"] == "fits" and estimate["hold_usd"] > estimate["cost_min"] > 0
+
+
+def test_an_input_of_blank_lines_is_an_empty_file_as_for_a_create(quiet_stack: RunningStack) -> None:
+    client = quiet_stack.client()
+    source = upload(client, b"\n\n  \n")
+    for extra in ({"dry_run": True}, {}):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.batches.create(
+                input_file_id=source.id,
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+                extra_body=extra,
+            )
+        assert (caught.value.code, caught.value.body["param"]) == ("empty_file", "input_file_id")

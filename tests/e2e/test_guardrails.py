@@ -189,3 +189,34 @@ def test_guardrails_are_off_by_default_and_can_be_turned_off(
     assert "unguarded\tno budget\tguardrails: redact=email" in cli(stack, "projects", "list").stdout
     cli(stack, "projects", "set-guardrails", "unguarded", "--off")
     assert "unguarded\tno budget\tno limits" in cli(stack, "projects", "list").stdout
+
+
+def test_the_responses_instructions_are_blocked_and_redacted(
+    setup: tuple[RunningStack, FakeUpstream, Moderation],
+) -> None:
+    """The web panel puts its system prompt in `instructions`: it went upstream unfiltered."""
+    stack, _, _ = setup
+    cli(stack, "projects", "create", "instructed")
+    cli(stack, "projects", "set-guardrails", "instructed", "--block-keywords", "secret", "--redact", "email")
+    new_key(stack, "instructed")
+    records = [
+        {
+            "custom_id": custom_id,
+            "method": "POST",
+            "url": "/v1/responses",
+            "body": {"model": "fake", "instructions": instructions, "input": "hi", "max_output_tokens": 5},
+        }
+        for custom_id, instructions in (("blk", "the secret is 42"), ("red", "mail bob@example.com"))
+    ]
+    client = stack.client("instructed")
+    batch = client.batches.create(
+        input_file_id=upload(client, records).id, endpoint="/v1/responses", completion_window="24h"
+    )
+    client.batches.cancel(batch.id)  # the fake upstream answers chat completions only
+    [rejected] = batch.model_extra["rejected_records"]
+    assert (rejected["custom_id"], rejected["code"]) == ("blk", "guardrail_blocked")
+    assert "'keyword:secret'" in rejected["message"]
+    [[stored]] = db_rows(
+        stack.database_url, "SELECT body FROM items WHERE batch_id = :b AND idx = 1", b=batch.id
+    )
+    assert orjson.loads(stored)["instructions"] == "mail [REDACTED_EMAIL]"

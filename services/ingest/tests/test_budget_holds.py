@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import orjson
+
 from batchgate.services.ingest.budget_holds import BYTES_PER_TOKEN, TOKENS_PER_MESSAGE, estimate_input_tokens
 
 
@@ -48,3 +50,19 @@ def test_input_prompt_and_system_count_and_nothing_else_does() -> None:
 
 def test_numbers_and_nulls_are_not_text() -> None:
     assert estimate_input_tokens({"input": [1, 2.5, None, True]}) == tokens(0)
+
+
+def test_the_responses_instructions_and_the_completions_suffix_count() -> None:
+    """The hold ignored `instructions`: a key could run a long system prompt past its budget."""
+    instructions = "hello world " * 2500
+    body = {"model": "m", "instructions": instructions, "input": "hi", "max_output_tokens": 1}
+    assert estimate_input_tokens(body) == tokens(len(instructions) + 2)
+    assert estimate_input_tokens({"prompt": "ab", "suffix": "cde"}) == tokens(5)
+
+
+def test_tool_definitions_and_output_formats_count_as_their_json() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "description": "d" * 300}}]
+    schema = {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}}}
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": tools, "text": schema}
+    json_bytes = len(orjson.dumps(tools)) + len(orjson.dumps(schema))
+    assert estimate_input_tokens(body) == tokens(len("user") + 2 + json_bytes)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from batchgate.services.ingest.estimate import approximate, counter_for
+from batchgate.services.ingest.estimate import (
+    PIECE_CHARS,
+    approximate,
+    counter_for,
+    input_tokens,
+    pieces,
+    tokenizers,
+)
 
 
 @pytest.mark.parametrize(
@@ -32,3 +39,35 @@ def test_the_tokenizer_follows_the_model_name(names: tuple[str, ...], tokenizer:
         assert count is approximate
     else:
         assert 0 < count(text) < approximate(text) * 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello world " * 83_334,  # 1,000,008 characters: the library refuses a million
+        "x" * 10 * 1024 * 1024,  # a 10 MiB record, no space to cut at
+        "1 2 3 4 5 6 7 8 9 " * 50_000,  # 900,000 characters but 900,000 tokens: over 200,000
+    ],
+)
+def test_long_texts_are_counted_in_pieces_not_refused(text: str) -> None:
+    count, name = counter_for("gpt-4o-mini")
+    assert name == "o200k_base"
+    whole_pieces = pieces(text)
+    assert "".join(whole_pieces) == text and max(map(len, whole_pieces)) <= PIECE_CHARS
+    encoding = tokenizers().get_encoding("o200k_base")
+    assert count(text) == sum(len(encoding.encode_ordinary(p)) for p in pieces(text, 40_000))
+
+
+def test_a_cut_falls_before_a_space_so_the_count_is_the_whole_texts() -> None:
+    count, _ = counter_for("gpt-4o")
+    # 756,000 characters, 192,000 tokens: within the library's limits, so it counts it whole.
+    text = "Estimating tokens, offline, for a batch that has not run yet. " * 12_000
+    assert count(text) == len(tokenizers().get_encoding("o200k_base").encode_ordinary(text))
+
+
+def test_every_prompt_field_is_counted() -> None:
+    count, _ = counter_for("gpt-4o")
+    body = {"instructions": "be brief", "input": "hi", "suffix": "# end", "prompt": "def f():"}
+    assert input_tokens(count, body) == sum(
+        count(text) for text in ("be brief", "# end", "def f():")
+    ) + input_tokens(count, {"input": "hi"})

@@ -72,3 +72,38 @@ def test_blocks_name_their_rule_and_redaction_reaches_every_text_part() -> None:
     )
     blocked = _screen(config, {"messages": [{"role": "user", "content": "see TCK-1234"}]}, settings)
     assert isinstance(blocked, Rejected) and "'regex:ticket'" in blocked.message
+
+
+def test_every_prompt_field_of_every_endpoint_is_filtered() -> None:
+    """The Responses API's `instructions` (where the web panel puts its system prompt) and
+    tool outputs, and the completions `suffix`, went upstream unfiltered."""
+    settings = load_settings(environ={})
+    config = GuardrailConfig(block_keywords=("secret",), redact=frozenset({PiiKind.EMAIL}))
+    blocked = _screen(
+        config, {"instructions": "the secret is 42; mail bob@example.com", "input": "hi"}, settings
+    )
+    assert isinstance(blocked, Rejected) and "'keyword:secret'" in blocked.message
+    body = {
+        "model": "m",
+        "instructions": "mail bob@example.com",
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "to ada@example.com"}]},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"to": "x@example.com"}'},
+            {"type": "function_call_output", "call_id": "c", "output": "sent to eve@example.com"},
+            {
+                "type": "function_call_output",
+                "call_id": "d",
+                "output": [{"type": "input_text", "text": "z@example.com"}],
+            },
+        ],
+    }
+    screened = _screen(config, body, settings)
+    assert isinstance(screened, Accepted)
+    sent = orjson.loads(screened.body)
+    assert sent["instructions"] == "mail [REDACTED_EMAIL]"
+    assert sent["input"][0]["content"][0]["text"] == "to [REDACTED_EMAIL]"
+    assert sent["input"][1] == body["input"][1]  # a replayed call: documented as not filtered
+    assert sent["input"][2]["output"] == "sent to [REDACTED_EMAIL]"
+    assert sent["input"][3]["output"][0]["text"] == "[REDACTED_EMAIL]"
+    completion = _screen(config, {"prompt": "def f():", "suffix": "# ada@example.com"}, settings)
+    assert isinstance(completion, Accepted) and completion.request["suffix"] == "# [REDACTED_EMAIL]"
