@@ -9,8 +9,9 @@ and the exit code the CLI ends with.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote
@@ -80,25 +81,53 @@ class ApiClient:
         return dict(response.json())
 
     def _download(self, path: str, out: BinaryIO, params: dict[str, Any] | None = None) -> int:
+        return self._stream(path, out.write, params)
+
+    def _stream(
+        self, path: str, write: Callable[[bytes], object], params: dict[str, Any] | None = None
+    ) -> int:
         written = 0
         with self._reachable(), self._http.stream("GET", path, params=params) as response:
             if response.is_error:
                 response.read()
                 raise _failure(response)
             for chunk in response.iter_bytes(DOWNLOAD_CHUNK):
-                out.write(chunk)
+                write(chunk)
                 written += len(chunk)
         return written
 
     # --- files -------------------------------------------------------------------------------
 
-    def upload_file(self, path: Path, purpose: str = "batch") -> dict[str, Any]:
+    def upload_file(
+        self, path: Path, purpose: str = "batch", expires_after_s: int | None = None
+    ) -> dict[str, Any]:
+        fields = {"purpose": purpose}
+        if expires_after_s is not None:
+            fields.update(
+                {"expires_after[anchor]": "created_at", "expires_after[seconds]": str(expires_after_s)}
+            )
         with path.open("rb") as stream:
             files = {"file": (path.name, stream, "application/jsonl")}
-            return self._call("POST", "/files", data={"purpose": purpose}, files=files)
+            return self._call("POST", "/files", data=fields, files=files)
 
     def list_files(self, **query: Any) -> dict[str, Any]:
         return self._call("GET", "/files", params={k: v for k, v in query.items() if v is not None})
+
+    def iter_files(self, purpose: str) -> Iterator[dict[str, Any]]:
+        """Every file of `purpose`, newest first, page after page."""
+        after = None
+        while True:
+            page = self.list_files(purpose=purpose, after=after)
+            yield from page["data"]
+            if not page.get("has_more") or not page["data"]:
+                return
+            after = page["data"][-1]["id"]
+
+    def file_sha256(self, file_id: str) -> str:
+        """The SHA-256 of a file's content, streamed (nothing is kept)."""
+        digest = hashlib.sha256()
+        self._stream(f"/files/{_segment(file_id)}/content", digest.update)
+        return digest.hexdigest()
 
     def get_file(self, file_id: str) -> dict[str, Any]:
         return self._call("GET", f"/files/{_segment(file_id)}")

@@ -9,7 +9,6 @@ JSON with `--json`; results go to stdout, progress and notes to stderr; exit cod
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 from batchgate import client_views as views
 from batchgate.api_client import ApiClient, ApiFailure, save_to
 from batchgate.client_commands import Handler, add_verb, common_options, runner
+from batchgate.client_inputs import create_from_file, scratch_upload
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.progress import ProgressDisplay
 from batchgate.services.common.states import BATCH_TERMINAL, BatchStatus, ItemState, TemplateStatus
@@ -29,8 +29,11 @@ RETRY_SELECTIONS = (ItemState.FAILED.value, ItemState.EXPIRED.value, ItemState.C
 # --- output ---------------------------------------------------------------------------------------
 
 
-def _show_rejections(payload: dict[str, Any], save_as: Path | None, api: ApiClient) -> None:
-    """Rejected-record previews to stderr; the full rejection file to `save_as` if asked."""
+def _show_rejections(
+    payload: dict[str, Any], save_as: Path | None, api: ApiClient, *, dry_run: bool = False
+) -> None:
+    """Rejected-record previews to stderr; the full rejection file to `save_as` if asked (a dry
+    run answers the previews only: it stores no rejection file)."""
     previews = payload.get("rejected_records") or []
     count = int(payload.get("rejected_count") or len(previews))
     if not count:
@@ -43,6 +46,9 @@ def _show_rejections(payload: dict[str, Any], save_as: Path | None, api: ApiClie
         )
     file_id = payload.get("rejected_records_file_id")
     more = f", {count - len(previews)} more not shown" if count > len(previews) else ""
+    if dry_run:
+        views.note(f"{count} record(s) rejected{more}; a dry run stores no rejections file")
+        return
     views.note(f"{count} record(s) rejected{more}; every rejection is in {file_id or 'the error file'}")
     if save_as is not None and file_id:
         save_to(save_as, lambda out: api.download_file(file_id, out))
@@ -128,11 +134,8 @@ def cmd_batches_create(args: argparse.Namespace, api: ApiClient) -> ExitCode:
     if args.dry_run:
         return _dry_run(args, api, path, body)
     rejections_out = Path(args.rejections_out) if args.rejections_out else None
-    uploaded = api.upload_file(path)
-    views.note(f"uploaded {path} as {uploaded['id']} ({uploaded['bytes']} bytes)")
-    body["input_file_id"] = uploaded["id"]
     try:
-        batch = api.create_batch(body, args.idempotency_key)
+        batch = create_from_file(api, path, body, args.idempotency_key)
     except ApiFailure as failure:
         _show_rejections(failure.error, rejections_out, api)
         raise
@@ -157,26 +160,17 @@ def _follow(args: argparse.Namespace, api: ApiClient, batch: dict[str, Any]) -> 
     return _finished(api, _wait(api, batch, args.poll_interval), args)
 
 
-def _record_or_text(line: str) -> Any:
-    """A JSONL line's value; a line that is not JSON goes as its text, for the server to reject."""
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError:
-        return line
-
-
 def _dry_run(args: argparse.Namespace, api: ApiClient, path: Path, body: dict[str, Any]) -> ExitCode:
-    """Send the file's records inline with `dry_run` (so not even the upload is stored) and
-    print the would-be batch's summary and estimate."""
-    body["dry_run"] = True
-    lines = path.read_text(encoding="utf-8-sig").split("\n")
-    body["requests"] = [_record_or_text(line) for line in lines if line.strip()]
+    """The dry run of a create from the file, which is uploaded for it and deleted after: the
+    server reads it as it reads a create's input (its bytes, its line numbers), so the
+    rejections are the create's. Prints the would-be batch's summary and estimate."""
     try:
-        batch = api.create_batch(body)
+        with scratch_upload(api, path) as file_id:
+            batch = api.create_batch({**body, "input_file_id": file_id, "dry_run": True})
     except ApiFailure as failure:
-        _show_rejections(failure.error, None, api)
+        _show_rejections(failure.error, None, api, dry_run=True)
         raise
-    _show_rejections(batch, None, api)
+    _show_rejections(batch, None, api, dry_run=True)
     return views.show(args, batch, views.estimate_table)
 
 

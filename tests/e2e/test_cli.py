@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,93 @@ def test_exit_codes(shared_stack: RunningStack, tmp_path: Path) -> None:
         assert run.returncode == expected, (args, run.stdout, run.stderr)
         if expected != ExitCode.OK:
             assert run.stderr.strip(), args
+
+
+def _files_named(stack: RunningStack, name: str) -> list[str]:
+    return [f.id for f in stack.client().files.list(purpose="batch") if f.filename == name]
+
+
+def _rejected_lines(stderr: str) -> list[str]:
+    return [line.strip() for line in stderr.splitlines() if line.strip().startswith("rejected line")]
+
+
+def test_create_again_with_the_same_idempotency_key_answers_the_first_batch(
+    shared_stack: RunningStack, tmp_path: Path
+) -> None:
+    """The second run uploaded the file again: another input_file_id, so the server saw another
+    request under the key (422 idempotency_key_reused) and the second upload stayed behind."""
+    env = _client_env(shared_stack)
+    name = f"cli-idem-{time.time_ns()}.jsonl"
+    (tmp_path / name).write_bytes(jsonl(chat_records(2, prefix=name)))
+    create = ("batches", "create", "--input-file", str(tmp_path / name), "--endpoint", "/v1/chat/completions")
+    key = ("--idempotency-key", f"key-{name}")
+
+    first = run_cli(*create, *key, env=env)
+    assert first.returncode == 0, first.stderr
+    again = run_cli(*create, *key, env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split()[0] == first.stdout.split()[0]
+    assert len(_files_named(shared_stack, name)) == 1  # the first upload only
+
+    # The same key with another request is still refused, and leaves no upload behind.
+    other = run_cli(*create, *key, "--metadata", "run=2", env=env)
+    assert other.returncode == ExitCode.INVALID and "idempotency_key_reused" in other.stderr
+    assert len(_files_named(shared_stack, name)) == 1
+    # A create the server refuses deletes the upload it made.
+    refused = tmp_path / f"cli-refused-{time.time_ns()}.jsonl"
+    refused.write_text("not json\n")
+    no_valid = run_cli(*create[:3], str(refused), *create[4:], "--idempotency-key", refused.name, env=env)
+    assert no_valid.returncode == ExitCode.INVALID and "no_valid_records" in no_valid.stderr
+    assert _files_named(shared_stack, refused.name) == []
+
+
+def test_dry_run_of_a_file_with_bytes_that_are_not_utf8_rejects_that_line(
+    shared_stack: RunningStack, tmp_path: Path
+) -> None:
+    """The CLI decoded the file itself and died with a UnicodeDecodeError traceback."""
+    good = json.dumps(chat_records(1, prefix="cli-latin")[0]).encode()
+    path = tmp_path / f"latin-{time.time_ns()}.jsonl"
+    path.write_bytes(good + b'\n{"custom_id":"\xff"}\n')
+    run = run_cli("batches", "create", "--input-file", str(path), "--endpoint", "/v1/chat/completions",
+                  "--dry-run", env=_client_env(shared_stack))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    (rejected,) = _rejected_lines(run.stderr)
+    assert rejected.startswith("rejected line 2: invalid_json_line: ")
+    assert "2 (1 rejected)" in run.stdout
+    assert _files_named(shared_stack, path.name) == []  # the dry run left nothing stored
+
+
+def test_dry_run_rejects_the_lines_a_create_rejects(shared_stack: RunningStack, tmp_path: Path) -> None:
+    """The CLI dropped blank lines and sent a non-JSON line as a JSON string: its dry run said
+    `line 2: invalid_record` where the create says `line 4: invalid_json_line`."""
+    env = _client_env(shared_stack)
+    first, second = (json.dumps(r).encode() for r in chat_records(2, prefix=f"cli-lines-{time.time_ns()}"))
+    path = tmp_path / f"lines-{time.time_ns()}.jsonl"
+    path.write_bytes(first + b"\n\n\ngarbage\n" + second + b"\n")
+    create = ("batches", "create", "--input-file", str(path), "--endpoint", "/v1/chat/completions")
+
+    dry = run_cli(*create, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    real = run_cli(*create, env=env)
+    assert real.returncode == 0, real.stderr
+    assert _rejected_lines(dry.stderr) == _rejected_lines(real.stderr)
+    assert [line.split(":")[:2] for line in _rejected_lines(dry.stderr)] == [
+        ["rejected line 4", " invalid_json_line"]
+    ]
+
+
+def test_dry_run_does_not_point_at_a_rejections_file(shared_stack: RunningStack, tmp_path: Path) -> None:
+    """A dry run stores no rejections file, yet the CLI said every rejection was in one."""
+    records = [*chat_records(1, prefix="cli-dry-note"), {"custom_id": "broken", "method": "POST"}]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(records))
+    run = run_cli("batches", "create", "--input-file", str(tmp_path / "in.jsonl"),
+                  "--endpoint", "/v1/chat/completions", "--dry-run",
+                  env=_client_env(shared_stack))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "rejected line 2 [broken]:" in run.stderr
+    assert "error file" not in run.stderr and "every rejection is in" not in run.stderr
+    assert "1 record(s) rejected; a dry run stores no rejections file" in run.stderr
 
 
 @pytest.mark.parametrize("target", ["ingest", "scheduler", "results", "executor", "envoy", "simulator"])
