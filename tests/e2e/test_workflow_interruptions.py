@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 from tests.e2e.test_keys_and_budgets import cli
@@ -76,6 +77,14 @@ def test_cancel_mid_workflow_ends_it_with_the_step_and_bills_what_ran(world: dic
     assert len(posts) < 32
     ran = sum(len(p.body["results"]) for p in posts)
     assert done.usage.input_tokens == 10 * ran  # every request that ran is billed
+    # it ended cancelled, so a retry of what was cancelled takes it and one of what failed does not
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.post(f"/batches/{batch.id}/retry", body={"only": "failed"}, cast_to=object)
+    assert refused.value.body["code"] == "nothing_to_retry"
+    again = client.post(f"/batches/{batch.id}/retry", body={"only": "cancelled"}, cast_to=object)
+    assert again["request_counts"]["total"] == 1
+    client.batches.cancel(again["id"])
+    wait_for_batch(client, again["id"], timeout_s=60)
 
 
 def test_expiry_mid_workflow_drops_it_and_the_callback_hears_no_more(world: dict[str, Any]) -> None:

@@ -12,13 +12,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, or_, select, text, update
+from sqlalchemy import and_, bindparam, case, delete, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from batchgate.services.common.db.dialect import DriverMany, PerDialect, insert_rows, lock_rows
 from batchgate.services.common.db.engine import AnyRow, Database
 from batchgate.services.common.db.schema import batches, items
-from batchgate.services.common.states import ITEM_CLOSED, ITEM_OPEN, ITEM_REPORTED, Execution, ItemState
+from batchgate.services.common.states import (
+    ITEM_CLOSED,
+    ITEM_OPEN,
+    ITEM_REPORTED,
+    Execution,
+    ItemErrorCode,
+    ItemState,
+)
 
 # The item columns an output or error line needs, in the order `LineRenderer.line` unpacks them.
 LINE_COLUMNS = (
@@ -90,11 +97,17 @@ async def rejected(conn: AsyncConnection, batch_id: str, limit: int) -> list[Any
 
 
 async def retryable(conn: AsyncConnection, batch_id: str, states: tuple[str, ...]) -> list[AnyRow]:
-    """ingest: (custom_id, body) of the batch's items in `states` that have a request body (a
-    rejected record has none), in input order: what a retry runs again."""
+    """ingest: (custom_id, body) of the batch's items that ended in `states` and have a request
+    body (a rejected record has none), in input order: what a retry runs again. An item a
+    cancel ended while it ran (a workflow between steps: its executor reports it failed with
+    `batch_cancelled`, what it used billed) ended cancelled, not failed."""
+    stopped_mid_run = and_(
+        items.c.state == ItemState.FAILED, items.c.error_code == ItemErrorCode.BATCH_CANCELLED
+    )
+    ended_as = case((stopped_mid_run, ItemState.CANCELLED.value), else_=items.c.state)
     query = (
         select(items.c.custom_id, items.c.body)
-        .where(items.c.batch_id == batch_id, items.c.state.in_(states), items.c.body.is_not(None))
+        .where(items.c.batch_id == batch_id, ended_as.in_(states), items.c.body.is_not(None))
         .order_by(items.c.idx)
     )
     return list((await conn.execute(query)).all())
