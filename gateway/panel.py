@@ -128,6 +128,21 @@ def _reply_mappers(files: dict[str, Path]) -> list[dict[str, Any]]:
     return mappers
 
 
+def _redirect_mapper() -> dict[str, Any]:
+    """The redirects of `/` and `/ui` to `/ui/` are local replies too: an empty body, not the
+    envelope of an error that did not happen."""
+    path_filter = {"header": {"name": ":path", "string_match": {"safe_regex": {"regex": "^/(ui)?(\\?.*)?$"}}}}
+    status_filter = {
+        "comparison": {"op": "EQ", "value": {"default_value": 301, "runtime_key": "panel.redirect"}}
+    }
+    return {
+        "filter": {
+            "and_filter": {"filters": [{"status_code_filter": status_filter}, {"header_filter": path_filter}]}
+        },
+        "body_format_override": {"text_format_source": {"inline_string": ""}, "content_type": "text/plain"},
+    }
+
+
 def install(hcm: dict[str, Any], ui_dir: Path = UI_DIR) -> None:
     """Add the panel to the HTTP connection manager config `hcm` (routes, reply mappers, and
     a direct-response size limit that fits the largest file)."""
@@ -137,4 +152,4 @@ def install(hcm: dict[str, Any], ui_dir: Path = UI_DIR) -> None:
     route_config = hcm["route_config"]
     route_config["virtual_hosts"][0]["routes"].extend(_routes(files))
     route_config["max_direct_response_body_size_bytes"] = max(p.stat().st_size for p in files.values())
-    hcm["local_reply_config"]["mappers"][:0] = _reply_mappers(files)
+    hcm["local_reply_config"]["mappers"][:0] = [_redirect_mapper(), *_reply_mappers(files)]

@@ -18,6 +18,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -471,3 +472,10 @@ def test_the_served_parser_is_the_locked_npm_package(stack: RunningStack, tmp_pa
     assert served.status_code == 200
     assert served.headers["content-type"] == "text/javascript; charset=utf-8"
     assert served.content == locked
+
+
+@pytest.mark.parametrize("path", ["/", "/ui", "/ui?x=1"])
+def test_the_root_and_ui_redirect_to_the_panel_with_an_empty_body(stack: RunningStack, path: str) -> None:
+    answer = httpx.get(f"http://127.0.0.1:{stack.settings.port}{path}", timeout=30, follow_redirects=False)
+    assert (answer.status_code, urlsplit(answer.headers["location"]).path) == (301, "/ui/")
+    assert answer.content == b""
