@@ -6,7 +6,9 @@ marker `MESSAGES_ENDPOINT`, Anthropic's limits, each request stored as given
 (`{custom_id, params}`), and `MessageRequestChecker`, which checks each one with
 `services.common.translate.message_batches` (custom_id format, `max_tokens`, no stream, a
 model this gateway offers, params that translate where the model runs only on
-OpenAI-compatible upstreams) and stores its `params` as the item's body.
+OpenAI-compatible upstreams) and stores its `params` as the item's body. A rejected request's
+item keeps the custom_id it was sent with, even an invalid one (`storable_custom_id`), so that
+its errored result can be matched to it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from batchgate.services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOIN
 from batchgate.services.common.config import Settings
 from batchgate.services.common.ids import message_batch_id
 from batchgate.services.common.jsonl import exact, one_line
+from batchgate.services.common.loading import MAX_CUSTOM_ID_COLUMN
 from batchgate.services.common.translate.message_batches import (
     BatchLimits,
     ModelRoute,
@@ -58,6 +61,16 @@ def model_router(settings: Settings) -> Router:
     return route
 
 
+def storable_custom_id(custom_id: str) -> str:
+    """A rejected request's custom_id (as sent, even when invalid) as its item can keep it:
+    NUL (which PostgreSQL refuses in text) as U+FFFD, and past the `items.custom_id` column's
+    512 characters, cut to end in '...'."""
+    text = custom_id.replace("\x00", "\ufffd")
+    if len(text) <= MAX_CUSTOM_ID_COLUMN:
+        return text
+    return text[: MAX_CUSTOM_ID_COLUMN - 3] + "..."
+
+
 class MessageRequestChecker:
     """The create pipeline's record checker for Message Batch requests (one stored line each)."""
 
@@ -77,7 +90,7 @@ class MessageRequestChecker:
         outcome = self._checker.check(self._index, request)
         self._index += 1
         if isinstance(outcome, RejectedRequest):
-            return Rejected(outcome.code, outcome.message, outcome.custom_id)
+            return Rejected(outcome.code, outcome.message, storable_custom_id(outcome.custom_id))
         if self._allowed_models is not None and outcome.model not in self._allowed_models:
             return Rejected(
                 "model_not_allowed",

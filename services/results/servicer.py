@@ -25,6 +25,7 @@ from batchgate.services.results.result_formats import FORMATS, MERGED, MergedRen
 from batchgate.services.results.usage import (
     EVENTS_PAGE_DEFAULT,
     EVENTS_PAGE_MAX,
+    check_batch,
     event_message,
     group_message,
     parse_group_by,
@@ -130,7 +131,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
 
     async def _usage_filter(self, request: Any) -> UsageFilter:
         if request.batch_id:
-            await visible_batch(self._db, request.batch_id)
+            await check_batch(self._db, principal().project_id, request.batch_id)
         return UsageFilter(
             project_id=principal().project_id,
             start_time=request.start_time,

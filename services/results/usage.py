@@ -4,7 +4,9 @@
 One event per finished item is written by the recorder (`source=batch`); the sums are one
 GROUP BY over the project's events in the time range, served by `ix_usage_project_time`
 (or `ix_usage_batch` when a batch is named). Records rejected at create (no event: they never
-ran) are counted per group from their batches (`rejected_requests`).
+ran) are counted per group from their batches (`rejected_requests`). A `batch_id` filter names
+a batch of the caller's project, including one deleted or purged whose usage is kept
+(`check_batch`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from batchgate.services.common import errors, paging
 from batchgate.services.common import proto_values as pv
 from batchgate.services.common.db import AnyRow, Database, batches, usage
 from batchgate.services.common.db.usage import GROUP_COLUMNS, UsageFilter
+from batchgate.services.common.ids import plausible_id
 from batchgate.v1 import results_pb2
 
 EVENT_ID_PREFIX = "usage_"
@@ -36,6 +39,24 @@ def check_filter(where: UsageFilter) -> UsageFilter:
         if "\x00" in value:
             raise errors.invalid(f"'{name}' must not contain NUL characters.", "invalid_value", name)
     return where
+
+
+async def check_batch(db: Database, project_id: str, batch_id: str) -> None:
+    """404 unless `batch_id` is a batch of the project: one it can read (through either API),
+    or one whose bookkeeping it still holds, usage events or rejections (a deleted Message
+    Batch, a batch purged by retention: their usage is the project's bill until the
+    bookkeeping period ends). Those are found by their own project column, so another
+    project's batch, or an id that never was, stays a 404."""
+    if plausible_id(batch_id):
+        where = UsageFilter(project_id=project_id, batch_id=batch_id)
+        async with db.read() as conn:
+            if await batches.visible(conn, project_id, batch_id, message_batch=None) is not None:
+                return
+            if await usage.event_page(conn, where, None, 1):
+                return
+            if any(row.rejected for row in await batches.rejections(conn, where, [])):
+                return
+    raise errors.not_found("batch", batch_id[:80], "batch_id")
 
 
 def parse_group_by(values: Iterable[str]) -> list[str]:

@@ -326,3 +326,50 @@ def test_an_idempotency_key_answers_a_repeated_create_with_the_first_batch(
     with pytest.raises(anthropic.APIStatusError) as reused:
         client.messages.batches.create(requests=changed, extra_headers=key)
     assert reused.value.status_code == 422 and reused.value.body["error"]["type"] == "invalid_request_error"
+
+
+def test_a_request_refused_for_its_custom_id_keeps_it_in_its_result(shared_stack: RunningStack) -> None:
+    client = sdk(shared_stack)
+    sent: list[Any] = ["ok", "x" * 65, "has space", 123, "", "y" * 600, "nul\x00"]
+    requests: Any = [{"custom_id": c, "params": params(TRANSLATED, "id")} for c in sent]
+    requests.append({"custom_id": "negative", "params": params(TRANSLATED, "id", max_tokens=-1)})
+    batch = client.messages.batches.create(requests=requests)
+    wait_ended(client, batch.id)
+    kept = ["ok", "x" * 65, "has space", "123", "", "y" * 509 + "...", "nul\ufffd", "negative"]
+    results = list(client.messages.batches.results(batch.id))
+    assert [r.custom_id for r in results] == kept
+    assert [r.result.type for r in results] == ["succeeded"] + ["errored"] * 7
+    messages = [r.result.error.error.message for r in results[1:] if r.result.type == "errored"]
+    assert "'custom_id' is empty" in messages[3] and "no 'custom_id'" not in messages[3]
+    assert "'params.max_tokens' is -1; it must be at least 1" in messages[-1]
+    raw = _raw(shared_stack, "GET", f"/messages/batches/{batch.id}/results")
+    assert [
+        httpx.Response(200, content=line).json()["custom_id"] for line in raw.content.splitlines()
+    ] == kept
+
+    none_run = _raw(shared_stack, "POST", "/messages/batches", json={"requests": requests[1:4]})
+    assert none_run.status_code == 400
+    assert [r["custom_id"] for r in none_run.json()["error"]["rejected_records"]] == kept[1:4]
+
+
+def test_a_deleted_message_batch_keeps_its_usage_for_its_project(shared_stack: RunningStack) -> None:
+    client = sdk(shared_stack)
+    batch = client.messages.batches.create(
+        requests=[{"custom_id": "u", "params": params(TRANSLATED, "bill")}]
+    )
+    wait_ended(client, batch.id)
+    client.messages.batches.delete(batch.id)
+
+    def usage(path: str, project: str = "default") -> httpx.Response:
+        headers = {"authorization": f"Bearer {shared_stack.keys[project]}"}
+        return httpx.get(f"{shared_stack.base_url}{path}", headers=headers, timeout=10)
+
+    sums = usage(f"/usage?batch_id={batch.id}")
+    assert sums.status_code == 200 and [g["requests"] for g in sums.json()["data"]] == [1]
+    events = usage(f"/usage/events?batch_id={batch.id}")
+    assert events.status_code == 200 and [e["batch_id"] for e in events.json()["data"]] == [batch.id]
+    for path, project in (
+        (f"/usage?batch_id={batch.id}", "other"),
+        ("/usage?batch_id=msgbatch_never", "default"),
+    ):
+        assert usage(path, project).status_code == 404, (path, project)

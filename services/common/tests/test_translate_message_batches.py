@@ -100,13 +100,15 @@ def test_the_default_limits_are_anthropics() -> None:
 
 
 # (rule, request, code, param, echoed custom_id, words of the message)
-PER_REQUEST: list[tuple[str, Any, str, str | None, str | None, str]] = [
-    ("not an object", ["a"], "invalid_request", None, None, "object"),
-    ("no custom_id", {"params": params()}, "missing_custom_id", "custom_id", None, "no 'custom_id'"),
-    ("an empty custom_id", request(""), "missing_custom_id", "custom_id", None, "no 'custom_id'"),
-    ("a custom_id that is not a string", request(7), "invalid_custom_id", "custom_id", None, "string"),
+PER_REQUEST: list[tuple[str, Any, str, str | None, str, str]] = [
+    ("not an object", ["a"], "invalid_request", None, "", "object"),
+    ("no custom_id", {"params": params()}, "missing_custom_id", "custom_id", "", "no 'custom_id'"),
+    ("a null custom_id", request(None), "missing_custom_id", "custom_id", "", "no 'custom_id'"),
+    ("an empty custom_id", request(""), "missing_custom_id", "custom_id", "", "'custom_id' is empty"),
+    ("a custom_id that is not a string", request(7), "invalid_custom_id", "custom_id", "7", "string"),
+    ("an object custom_id", request({"a": [1]}), "invalid_custom_id", "custom_id", '{"a":[1]}', "string"),
     ("a custom_id with a space", request("a b"), "invalid_custom_id", "custom_id", "a b", "letters, digits"),
-    ("a custom_id of 65 characters", request("x" * 65), "invalid_custom_id", "custom_id", None, "1 to 64"),
+    ("a custom_id of 65 chars", request("x" * 65), "invalid_custom_id", "custom_id", "x" * 65, "1 to 64"),
     ("an unknown field", {**request(), "method": "POST"}, "invalid_request", "method", "req-1", "'method'"),
     ("params not an object", {"custom_id": "a", "params": "x"}, "invalid_params", "params", "a", "object"),
     ("stream true", request(stream=True), "stream_not_supported", "params.stream", "req-1", "stream"),
@@ -140,7 +142,7 @@ PER_REQUEST: list[tuple[str, Any, str, str | None, str | None, str]] = [
         "invalid_max_tokens",
         "params.max_tokens",
         "req-1",
-        "whole",
+        "'params.max_tokens' is -1; it must be at least 1",
     ),
     ("no model", request(model=None), "missing_model", "params.model", "req-1", "model"),
     ("no messages", request(messages=[]), "invalid_messages", "params.messages", "req-1", "non-empty"),
@@ -187,7 +189,7 @@ PER_REQUEST: list[tuple[str, Any, str, str | None, str | None, str]] = [
     ("rule", "item", "code", "param", "custom_id", "words"), PER_REQUEST, ids=[p[0] for p in PER_REQUEST]
 )
 def test_each_bad_request_is_rejected_alone(
-    rule: str, item: Any, code: str, param: str | None, custom_id: str | None, words: str
+    rule: str, item: Any, code: str, param: str | None, custom_id: str, words: str
 ) -> None:
     good, rejected = check(request("ok"), item)
     assert isinstance(good, AcceptedRequest)
@@ -255,3 +257,4 @@ def test_a_checker_never_raises_whatever_a_request_holds(
         0, {"custom_id": custom_id, "params": {"model": model, **fields}}
     )
     assert isinstance(outcome, AcceptedRequest | RejectedRequest)
+    assert isinstance(outcome.custom_id, str)  # a result always carries one

@@ -9,11 +9,13 @@ Two levels, as batchgate's OpenAI side has them:
   `params` an object with a `model` the gateway offers, `max_tokens`, a non-empty `messages`,
   no `stream: true`; and where the model runs only on OpenAI-compatible upstreams, params that
   translate (`anthropic_to_chat`). Each failure is one `RejectedRequest` with the request's
-  index, custom_id, a stable code and a message saying what to fix; the rest run.
+  index, custom_id (as sent, even when invalid: `echoed_custom_id`), a stable code and a
+  message saying what to fix; the rest run.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,7 +70,8 @@ class AcceptedRequest:
 @dataclass(frozen=True, kw_only=True)
 class RejectedRequest:
     index: int
-    custom_id: str | None
+    custom_id: str
+    """What its result carries, so that results match requests: `echoed_custom_id`."""
     code: str
     message: str
     param: str | None
@@ -114,6 +117,17 @@ def requests_of(body: Any, *, body_bytes: int, limits: BatchLimits) -> list[Any]
     return requests
 
 
+def echoed_custom_id(custom_id: Any) -> str:
+    """The `custom_id` a rejected request's result carries, so that results match requests
+    (Anthropic's results type it as a string): the one sent when it is a string, valid or not;
+    the JSON text of one that is not (`123` → "123"); "" when there is none."""
+    if custom_id is None:
+        return ""
+    if isinstance(custom_id, str):
+        return custom_id
+    return json.dumps(custom_id, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
 @dataclass(kw_only=True)
 class RequestChecker:
     """Checks the requests of one batch, in order (it remembers the custom_ids seen)."""
@@ -128,7 +142,7 @@ class RequestChecker:
     def check(self, index: int, request: Any) -> AcceptedRequest | RejectedRequest:
         """One request's outcome; never raises, whatever the request holds."""
         raw_id = request.get("custom_id") if isinstance(request, dict) else None
-        custom_id = raw_id if isinstance(raw_id, str) and 0 < len(raw_id) <= 64 else None
+        custom_id = echoed_custom_id(raw_id)
 
         def reject(code: str, message: str, param: str | None) -> RejectedRequest:
             text = clip(message, MAX_MESSAGE_BYTES)
@@ -158,8 +172,11 @@ class RequestChecker:
 
     def _custom_id(self, custom_id: Any) -> str | tuple[str, str]:
         """`custom_id` when it is a fresh Anthropic custom_id, else (code, message)."""
-        if custom_id is None or custom_id == "":
+        if custom_id is None:
             return "missing_custom_id", "The request has no 'custom_id'."
+        if custom_id == "":
+            why = "'custom_id' is empty; it must be 1 to 64 letters, digits, '_' or '-'."
+            return "missing_custom_id", why
         if not isinstance(custom_id, str):
             return "invalid_custom_id", "'custom_id' must be a string."
         shown = repr(clip(custom_id, SHOWN_CUSTOM_ID_CHARS))
@@ -176,8 +193,14 @@ class RequestChecker:
         max_tokens = params.get("max_tokens")
         if max_tokens is None:
             return "missing_max_tokens", "'params.max_tokens' is required.", "params.max_tokens"
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             why = "'params.max_tokens' must be a whole number."
+            return "invalid_max_tokens", why, "params.max_tokens"
+        if max_tokens < 0:
+            why = (
+                f"'params.max_tokens' is {max_tokens}; it must be at least 1 "
+                "(0 only pre-warms the prompt cache)."
+            )
             return "invalid_max_tokens", why, "params.max_tokens"
         model = params.get("model")
         if not isinstance(model, str) or not model:

@@ -47,3 +47,25 @@ def test_an_accepted_request_stores_its_params_as_the_body() -> None:
     accepted = check("haiku", temperature=0.5)
     assert isinstance(accepted, Accepted) and accepted.custom_id == "a" and accepted.model == "haiku"
     assert orjson.loads(accepted.body)["temperature"] == 0.5
+
+
+def rejected_custom_id(custom_id: object) -> str | None:
+    settings = load_settings(environ={}, providers=PROVIDERS, models=MODELS)
+    params = {"model": "haiku", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+    refused = MessageRequestChecker(settings).check(orjson.dumps({"custom_id": custom_id, "params": params}))
+    assert isinstance(refused, Rejected) and refused.code.endswith("custom_id")
+    return refused.custom_id
+
+
+def test_a_request_refused_for_its_custom_id_keeps_it_so_its_result_matches() -> None:
+    assert rejected_custom_id("x" * 65) == "x" * 65
+    assert rejected_custom_id("has space") == "has space"
+    assert rejected_custom_id(123) == "123"
+    assert rejected_custom_id("") == ""
+    assert rejected_custom_id(None) == ""
+
+
+def test_a_custom_id_kept_for_a_result_fits_the_items_column() -> None:
+    long = rejected_custom_id("é" * 600)
+    assert long == "é" * 509 + "..." and len(long) == 512
+    assert rejected_custom_id("a\x00b") == "a\ufffdb"  # PostgreSQL refuses NUL in text
