@@ -75,15 +75,13 @@ class RecorderServicer(recorder_pb2_grpc.RecorderServiceServicer):
         return recorder_pb2.FinalizeBatchResponse(status=status or "")
 
 
-async def visible_batch(db: Database, batch_id: str, *, openai_only: bool = False) -> AnyRow:
-    """The caller's batch (id, status), or 404 (unknown or another project's; with
-    `openai_only`, also a Message Batch, read through its own API only; usage is cross-API)."""
+async def visible_batch(db: Database, batch_id: str) -> AnyRow:
+    """The caller's OpenAI batch (id, status), or 404 (unknown, another project's, or a Message
+    Batch, which is read through its own API)."""
     if not plausible_id(batch_id):
         raise errors.not_found("batch", batch_id[:80], "batch_id")
     async with db.read() as conn:
-        row = await batches.visible(
-            conn, principal().project_id, batch_id, message_batch=False if openai_only else None
-        )
+        row = await batches.visible(conn, principal().project_id, batch_id, message_batch=False)
     if row is None:
         raise errors.not_found("batch", batch_id, "batch_id")
     return row
@@ -107,7 +105,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
             raise errors.invalid("'state' must be 'succeeded' or 'failed'.", "invalid_state", "state")
         if request.format not in FORMATS:
             raise errors.invalid("'format' must be 'merged' or 'simple'.", "invalid_format", "format")
-        row = await visible_batch(self._db, request.batch_id, openai_only=True)
+        row = await visible_batch(self._db, request.batch_id)
         if row.status not in BATCH_TERMINAL and not request.partial:
             raise errors.conflict(
                 f"Batch '{row.id}' is {row.status}; pass partial=true for the results so far.",
@@ -161,7 +159,7 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
     async def ListWebhookDeliveries(
         self, request: results_pb2.ListWebhookDeliveriesRequest, context: grpc.aio.ServicerContext
     ) -> results_pb2.ListWebhookDeliveriesResponse:
-        batch = await visible_batch(self._db, request.batch_id, openai_only=True)
+        batch = await visible_batch(self._db, request.batch_id)
         return results_pb2.ListWebhookDeliveriesResponse(
             object="list", data=await delivery_messages(self._db, batch.id)
         )
