@@ -295,6 +295,7 @@ class BatchCreator:
             checked.model,
             self._settings.batch_discount(options.tier),
             message_batch=self._shape.message_batch,
+            mixed=checked.mixed_models,
         )
         project = draft.caller.project_id
         crash_point("ingest.create.before_publish")

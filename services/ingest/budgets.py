@@ -39,12 +39,12 @@ async def check_budgets(db: Database, spend: spend_pb2_grpc.SpendServiceStub, ca
     if row.key_budget is not None and used.api_key_spend_usd >= row.key_budget:
         raise errors.ApiError(
             402,
-            f"This API key has spent ${used.api_key_spend_usd:.4f} of its ${row.key_budget:.4f} budget.",
+            f"This API key has spent ${used.api_key_spend_usd:.6f} of its ${row.key_budget:.6f} budget.",
             "key_budget_exceeded",
         )
     if row.project_budget is not None and used.project_spend_usd >= row.project_budget:
         raise errors.ApiError(
             402,
-            f"This project has spent ${used.project_spend_usd:.4f} of its ${row.project_budget:.4f} budget.",
+            f"This project has spent ${used.project_spend_usd:.6f} of its ${row.project_budget:.6f} budget.",
             "project_budget_exceeded",
         )

@@ -55,7 +55,9 @@ def check_request(shape: BatchShape, request: batches_pb2.CreateBatchRequest, in
     check_metadata(dict(request.metadata))
     if request.execution and request.execution not in BATCH_MODES:
         raise errors.invalid(
-            f"'execution' must be one of {list(BATCH_MODES)}.", "invalid_execution", "execution"
+            f"'execution' must be one of {[str(mode) for mode in BATCH_MODES]}.",
+            "invalid_execution",
+            "execution",
         )
     if bool(request.input_file_id) == bool(inline):
         raise errors.invalid(
@@ -166,11 +168,19 @@ class Execution:
 
 
 def batch_execution(
-    settings: Settings, requested: str, model: str | None, discount: float, *, message_batch: bool = False
+    settings: Settings,
+    requested: str,
+    model: str | None,
+    discount: float,
+    *,
+    message_batch: bool = False,
+    mixed: bool = False,
 ) -> Execution:
     """The execution a batch of `model` gets: the request's, else the model's configured one;
-    400 `native_unsupported` when native is asked of a model whose provider has no batch API
-    (or of a batch mixing models). `discount` is the tier's, kept for executed batches.
+    400 `native_unsupported` when native is asked of a model whose provider has no batch API,
+    or of a batch whose records name more than one model (`mixed`: some were rejected
+    `model_mismatch`), whichever model came first. `discount` is the tier's, kept for executed
+    batches.
 
     A Message Batch (Anthropic-shaped items) always runs on our executors, whatever the model's
     `batch_mode`: the pass-through submits OpenAI-shaped records only, so asking one to run
@@ -183,6 +193,13 @@ def batch_execution(
                 "execution",
             )
         return Execution(EXECUTE, discount)
+    if requested == NATIVE and mixed:
+        raise errors.invalid(
+            "Native execution needs every record to ask for the same model; these records name "
+            f"more than one (the first is {model!r}).",
+            "native_unsupported",
+            "execution",
+        )
     mode = requested or default_execution(settings, model)
     if mode == EXECUTE:
         return Execution(EXECUTE, discount)

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -17,14 +17,20 @@ from batchgate.services.common.caller import Principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import BlobWriter, read_lines
 from batchgate.services.common.jsonl import dumps_line, one_line
-from batchgate.services.ingest.batch_shape import BatchShape
+from batchgate.services.ingest.batch_shape import BatchShape, RecordCheck
 from batchgate.services.ingest.budget_holds import HoldTally
 from batchgate.services.ingest.feature_gate import needs_features
 from batchgate.services.ingest.guardrails import Guardrails, guardrails
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.simple_form import bare_record, is_bare
 from batchgate.services.ingest.tool_url_gate import ToolUrlGate
-from batchgate.services.ingest.validation import Accepted
+from batchgate.services.ingest.validation import (
+    BODY_DEPTH_RULE,
+    MODEL_MISMATCH,
+    Accepted,
+    Rejected,
+    too_deep,
+)
 from batchgate.v1 import batches_pb2
 
 ERROR_PREVIEW_BYTES = 5000
@@ -83,6 +89,8 @@ class Checked:
     model: str | None
     hold_usd: float = 0.0
     """The accepted records' worst-case cost: the batch's budget hold."""
+    mixed_models: bool = False
+    """Some records named another model than the batch's (`model_mismatch`)."""
 
 
 def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> bytes:
@@ -100,7 +108,62 @@ def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> byt
             "url": endpoint,
             "body": body,
         }
-    return one_line(orjson.dumps(request))
+    return one_line(dumps_any_depth(request))
+
+
+def dumps_any_depth(value: Any) -> bytes:
+    """`value` (decoded JSON) as JSON, however deep: orjson reads 1024 levels but writes only
+    254, and a request too deep to write is stored as sent, for its record to be rejected alone
+    (`RecordChecker`) instead of failing the whole create."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        if not too_deep(exc):
+            raise
+    parts: list[bytes] = []
+    pending: list[Any] = [value]  # values still to write, and bytes to write as they are
+    while pending:
+        item = pending.pop()
+        if isinstance(item, bytes):  # decoded JSON holds no bytes: these are our punctuation
+            parts.append(item)
+        elif isinstance(item, dict):
+            entries: list[Any] = [b"{"]
+            for n, (key, member) in enumerate(item.items()):
+                entries += [b"," if n else b"", orjson.dumps(key) + b":", member]
+            pending.extend(reversed([*entries, b"}"]))
+        elif isinstance(item, list):
+            elements: list[Any] = [b"["]
+            for n, member in enumerate(item):
+                elements += [b"," if n else b"", member]
+            pending.extend(reversed([*elements, b"]"]))
+        else:
+            parts.append(orjson.dumps(item))
+    return b"".join(parts)
+
+
+def inline_lines(
+    shape: BatchShape, requests: list[Any], endpoint: str, model: str = "", max_bytes: int | None = None
+) -> Iterator[bytes]:
+    """The inline requests as input lines (each as `shape` stores it, or with the batch-level
+    `model` as `inline_line` spells the simple form out), 413 past `max_bytes` of JSONL (default:
+    the shape's limit): what a create stores and a dry run reads."""
+    limit = max_bytes or shape.max_inline_bytes
+    size = 0
+    for index, value in enumerate(requests):
+        try:
+            line = (
+                inline_line(index, value, endpoint, model)
+                if model
+                else shape.inline_line(index, value, endpoint)
+            )
+        except orjson.JSONEncodeError as exc:  # a shape storing requests as sent, too deep
+            if not too_deep(exc):
+                raise
+            line = one_line(dumps_any_depth(value))
+        size += len(line) + 1
+        if size > limit:
+            raise inline_too_large(limit)
+        yield line
 
 
 def inline_too_large(max_bytes: int) -> errors.ApiError:
@@ -122,18 +185,10 @@ async def store_inline(
     model: str = "",
     max_bytes: int | None = None,
 ) -> BlobWriter:
-    """The inline requests as an input-file blob (each line as `shape` stores it, or with the
-    batch-level `model` as `inline_line` spells the simple form out), at most `max_bytes`
-    (default: the shape's limit), stored but not yet published."""
-    limit = max_bytes or shape.max_inline_bytes
+    """The inline requests as an input-file blob (`inline_lines`), stored but not yet published."""
     writer = BlobWriter(db, owner)
-    for index, value in enumerate(requests):
-        line = (
-            inline_line(index, value, endpoint, model) if model else shape.inline_line(index, value, endpoint)
-        )
+    for line in inline_lines(shape, requests, endpoint, model, max_bytes):
         await writer.write(line + b"\n")
-        if writer.size > limit:
-            raise inline_too_large(limit)
     await writer.flush()
     return writer
 
@@ -178,24 +233,13 @@ async def _check_each(
     holds: HoldTally,
     guard: Guardrails | None,
 ) -> Checked:
-    checker = shape.checker(endpoint, policy.allowed_models)
-    if model:
-        checker.model = model
-    tool_urls = ToolUrlGate(shape.settings)
-    max_records = min(shape.max_records, policy.max_records or shape.max_records)
+    screen = RecordScreen.start(shape, endpoint, model, policy, guard, param)
     writer = ItemWriter(db)
     operation = telemetry.gen_ai_operation(endpoint)
     index = 0
     accepted = 0
     try:
-        async for line_number, raw in numbered(read_lines(db, blob)):
-            if not raw or raw.isspace():
-                continue
-            if index >= max_records:
-                raise too_many_records(max_records, shape.max_records, param)
-            outcome = await tool_urls.admit(needs_features(checker.check(raw), policy))
-            if guard is not None and isinstance(outcome, Accepted):
-                outcome = await guard.screen(outcome)
+        async for line_number, outcome in screen.each(read_lines(db, blob)):
             traceparent = None
             if isinstance(outcome, Accepted) and telemetry.sample_new_item("ingest"):
                 traceparent = telemetry.start_item_trace(
@@ -214,7 +258,80 @@ async def _check_each(
         raise
     if index == 0:
         raise errors.invalid("The input has no records.", "empty_file", param)
-    return Checked(index, accepted, checker.model, holds.usd)
+    return Checked(index, accepted, screen.checker.model, holds.usd, screen.mixed_models)
+
+
+@dataclass
+class RecordScreen:
+    """Every check a record gets, the same on a create and a dry run, in order: the shape's
+    checker (limits per record, one model, duplicate custom_ids, the caller's allowed models),
+    409 `feature_disabled` for a feature the caller's project has off, the tool or workflow
+    URL's address policy (`ToolUrlGate`), the project's guardrails; and the record limit."""
+
+    shape: BatchShape
+    checker: RecordCheck
+    policy: Policy
+    guard: Guardrails | None
+    param: str
+    """The request field the input came in (`input_file_id` or `requests`), for errors."""
+    mixed_models: bool = False
+    """Some record named another model than the batch's (rejected `model_mismatch`)."""
+    tool_urls: ToolUrlGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tool_urls = ToolUrlGate(self.shape.settings)
+
+    @classmethod
+    def start(
+        cls,
+        shape: BatchShape,
+        endpoint: str,
+        model: str,
+        policy: Policy,
+        guard: Guardrails | None,
+        param: str,
+    ) -> RecordScreen:
+        """The screen of one batch's records to `endpoint`; with a batch-level `model`, every
+        record must use it."""
+        screen = cls(shape, shape.checker(endpoint, policy.allowed_models), policy, guard, param)
+        if model:
+            screen.checker.model = model
+        return screen
+
+    async def each(self, lines: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, Accepted | Rejected]]:
+        """(line number, outcome) of every record of `lines`, blank lines skipped; 400
+        `input_too_large` past the caller's record limit."""
+        limit = min(self.shape.max_records, self.policy.max_records or self.shape.max_records)
+        count = 0
+        async for line_number, raw in numbered(lines):
+            if not raw or raw.isspace():
+                continue
+            if count >= limit:
+                raise too_many_records(limit, self.shape.max_records, self.param)
+            count += 1
+            yield line_number, await self.check(raw)
+
+    async def check(self, raw: bytes) -> Accepted | Rejected:
+        outcome = await self.tool_urls.admit(needs_features(self._checked(raw), self.policy))
+        if self.guard is not None and isinstance(outcome, Accepted):
+            outcome = await self.guard.screen(outcome)
+        if isinstance(outcome, Rejected) and outcome.code == MODEL_MISMATCH:
+            self.mixed_models = True
+        return outcome
+
+    def _checked(self, raw: bytes) -> Accepted | Rejected:
+        try:
+            return self.checker.check(raw)
+        except orjson.JSONEncodeError as exc:  # a checker that stores what it read, too deep
+            if not too_deep(exc):
+                raise
+        record = orjson.loads(raw)  # it was read, so it reads
+        custom_id = record.get("custom_id") if isinstance(record, dict) else None
+        return Rejected(
+            "invalid_params" if self.shape.message_batch else "invalid_record",
+            f"The request is nested too deeply. {BODY_DEPTH_RULE}",
+            custom_id if isinstance(custom_id, str) else None,
+        )
 
 
 def too_many_records(limit: int, gateway_limit: int, param: str) -> errors.ApiError:

@@ -3,10 +3,11 @@ answers the would-be batch with an `estimate`, storing and counting nothing.
 
 The same checks run in the same order as `BatchCreator.create`: the request's fields and
 defaults, the webhook URL, the options, the budgets (402 when used up), the input file
-(visible, purpose, size) or the inline requests' size, then every record with the same
-`RecordChecker` (limits per record and per batch, one model, duplicate custom_ids), then the
-execution (`native`: 400 `native_unsupported` as a create, the estimate at the provider's batch
-discount; nothing is sent to the provider). No batch,
+(visible, purpose, size) or the inline requests' size, then every record with the create's own
+`RecordScreen` (limits per record and per batch, one model, duplicate custom_ids, the tool and
+workflow URLs' address policy, 409 `feature_disabled`, the guardrails), then the execution
+(`native`: 400 `native_unsupported` as a create, the estimate at the provider's batch discount;
+nothing is sent to the provider). No batch,
 item, blob or file row is written, no Idempotency-Key is claimed or bound (a dry run is
 repeatable, so a key on it is ignored) and no usage is recorded; rejections come back in the
 answer only (`rejected_records_file_id` is null). When no record can run, the answer is the
@@ -33,7 +34,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.blobs import read_lines
 from batchgate.services.common.webhook_urls import check_webhook_url
-from batchgate.services.ingest.batch_shape import openai_shape
+from batchgate.services.ingest.batch_shape import BatchShape, openai_shape
 from batchgate.services.ingest.budget_holds import HoldTally, verdict
 from batchgate.services.ingest.budgets import check_budgets
 from batchgate.services.ingest.create_checks import (
@@ -43,31 +44,25 @@ from batchgate.services.ingest.create_checks import (
     request_options,
 )
 from batchgate.services.ingest.create_records import (
+    RecordScreen,
     Rejection,
     RejectionTally,
     error_preview,
     inline_line,
-    inline_too_large,
-    numbered,
-    too_many_records,
+    inline_lines,
 )
 from batchgate.services.ingest.estimate import Estimate
-from batchgate.services.ingest.guardrails import Guardrails, guardrails
+from batchgate.services.ingest.guardrails import guardrails
 from batchgate.services.ingest.lookup import visible_file
 from batchgate.services.ingest.simple_form import apply_defaults
-from batchgate.services.ingest.validation import Accepted, RecordChecker
+from batchgate.services.ingest.validation import Accepted
 from batchgate.v1 import batches_pb2
 
 
 async def _inline_lines(
-    settings: Settings, request: batches_pb2.CreateBatchRequest, inline: list[Any]
+    shape: BatchShape, request: batches_pb2.CreateBatchRequest, inline: list[Any]
 ) -> AsyncIterator[bytes]:
-    size = 0
-    for index, value in enumerate(inline):
-        line = inline_line(index, value, request.endpoint, request.model)
-        size += len(line) + 1
-        if size > settings.max_inline_bytes:
-            raise inline_too_large(settings.max_inline_bytes)
+    for line in inline_lines(shape, inline, request.endpoint, request.model):
         yield line
 
 
@@ -89,7 +84,8 @@ class DryRun:
     ) -> batches_pb2.Batch:
         """The would-be batch of `request`, with its estimate; raises what a create would."""
         apply_defaults(self._settings, request)
-        check_request(openai_shape(self._settings, inline_line), request, inline)
+        shape = openai_shape(self._settings, inline_line)
+        check_request(shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)
         if options.tier:
@@ -103,27 +99,13 @@ class DryRun:
             check_source(self._settings, source)
             lines, param = read_lines(self._db, source.blob_id), "input_file_id"
         else:
-            lines, param = _inline_lines(self._settings, request, inline), "requests"
+            lines, param = _inline_lines(shape, request, inline), "requests"
         estimate = Estimate(self._settings, request.endpoint)
         holds = HoldTally(self._settings, self._settings.batch_discount(options.tier))
-        checker = RecordChecker(
-            self._settings,
-            request.endpoint,
-            model=request.model or None,
-            allowed_models=caller.policy.allowed_models,
-        )
         rejections = RejectionTally(self._settings.rejected_preview_max)
         async with guardrails(caller.project_policy.guardrails, self._settings) as guard:
-            total = await self._check_all(
-                caller,
-                lines,
-                param,
-                checker=checker,
-                guard=guard,
-                estimate=estimate,
-                holds=holds,
-                rejections=rejections,
-            )
+            screen = RecordScreen.start(shape, request.endpoint, request.model, caller.policy, guard, param)
+            total = await _check_all(screen, lines, estimate=estimate, holds=holds, rejections=rejections)
         preview = rejections.preview
         if total == 0:  # only blank lines: what the create's `check_records` answers
             raise errors.invalid("The input has no records.", "empty_file", param)
@@ -137,7 +119,11 @@ class DryRun:
                 rejected_records_file_id=None,
             )
         execution = batch_execution(
-            self._settings, request.execution, checker.model, self._settings.batch_discount(options.tier)
+            self._settings,
+            request.execution,
+            screen.checker.model,
+            self._settings.batch_discount(options.tier),
+            mixed=screen.mixed_models,
         )
         net = 1.0 - execution.discount
         async with self._db.read() as conn:
@@ -158,7 +144,7 @@ class DryRun:
             expires_at=pv.number_or_null(now + options.window_s),
             request_counts=batches_pb2.RequestCounts(total=total, failed=rejections.count),
             metadata=pv.from_python(dict(request.metadata) or None),
-            model=pv.string_or_null(checker.model),
+            model=pv.string_or_null(screen.checker.model),
             priority=pv.from_python(_priority(options.priority_spelling, options.tier)),
             rejected_count=rejections.count,
             rejected_records=[r.message_proto() for r in preview],
@@ -179,36 +165,23 @@ class DryRun:
             ),
         )
 
-    async def _check_all(
-        self,
-        caller: Principal,
-        lines: AsyncIterator[bytes],
-        param: str,
-        *,
-        checker: RecordChecker,
-        guard: Guardrails | None,
-        estimate: Estimate,
-        holds: HoldTally,
-        rejections: RejectionTally,
-    ) -> int:
-        """Check every record as a create would (the caller's record limit and guardrails
-        included), adding the accepted ones to `estimate` and `holds`: how many there were."""
-        limit = min(
-            self._settings.max_batch_records, caller.policy.max_records or self._settings.max_batch_records
-        )
-        total = 0
-        async for line_number, raw in numbered(lines):
-            if not raw or raw.isspace():
-                continue
-            total += 1
-            if total > limit:
-                raise too_many_records(limit, self._settings.max_batch_records, param)
-            outcome = checker.check(raw)
-            if guard is not None and isinstance(outcome, Accepted):
-                outcome = await guard.screen(outcome)
-            if isinstance(outcome, Accepted):
-                estimate.add(outcome)
-                holds.add(outcome)
-            else:
-                await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
-        return total
+
+async def _check_all(
+    screen: RecordScreen,
+    lines: AsyncIterator[bytes],
+    *,
+    estimate: Estimate,
+    holds: HoldTally,
+    rejections: RejectionTally,
+) -> int:
+    """Check every record as a create does (`RecordScreen`, shared with it), adding the
+    accepted ones to `estimate` and `holds`: how many there were."""
+    total = 0
+    async for line_number, outcome in screen.each(lines):
+        total += 1
+        if isinstance(outcome, Accepted):
+            estimate.add(outcome)
+            holds.add(outcome)
+        else:
+            await rejections.add(Rejection(line_number, outcome.custom_id, outcome.code, outcome.message))
+    return total

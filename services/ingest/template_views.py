@@ -57,7 +57,9 @@ def template_message(row: AnyRow, runs: Sequence[AnyRow] = ()) -> templates_pb2.
 
 
 def template_as_batch(row: AnyRow) -> batches_pb2.Batch:
-    """The answer of the create that made the template: the batch fields every run will have."""
+    """The answer of the create that made the template: the batch fields every run will have.
+    `execution` is the one the template asks for (every run asks for it); without one, and the
+    discount always, it depends on the model of the records each run reads, so they stay empty."""
     request = stored_request(row)
     return batches_pb2.Batch(
         id=row.id,
@@ -93,4 +95,5 @@ def template_as_batch(row: AnyRow) -> batches_pb2.Batch:
         next_run_at=pv.number_or_null(int(row.next_run_at)),
         cron=pv.string_or_null(row.cron),
         cron_timezone=pv.string_or_null(row.cron_timezone),
+        execution=request.execution,
     )

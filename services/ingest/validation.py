@@ -25,6 +25,13 @@ from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_
 from batchgate.services.ingest.workflow_records import check_workflow_record
 
 MAX_MESSAGE_BYTES = 512
+MODEL_MISMATCH = "model_mismatch"
+"""A record naming another model than the batch's (a native batch refuses it whole)."""
+MAX_BODY_DEPTH = 254
+"""Arrays and objects nested in a record's body, at most: what orjson writes back (it reads
+1024 levels but writes 254)."""
+BODY_DEPTH_RULE = f"A body may nest at most {MAX_BODY_DEPTH} levels of arrays and objects."
+_ORJSON_TOO_DEEP = ("Recursion limit reached", "depth limit exceeded")
 # The Anthropic Message Batches shape: 1–64 letters, digits, `_` or `-`.
 ANTHROPIC_CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -78,6 +85,10 @@ class RecordChecker:
         try:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
+            if too_deep(exc):
+                return self._reject(
+                    "invalid_record", f"The record is nested more than 1024 levels deep. {BODY_DEPTH_RULE}"
+                )
             return self._reject("invalid_json_line", f"The line is not valid JSON: {exc}.")
         if not isinstance(record, dict):
             return self._reject("invalid_record", "Each line must be a JSON object.")
@@ -147,11 +158,18 @@ class RecordChecker:
         refused = self._check_model(model, custom_id)
         if refused is not None:
             return refused
-        checked = self._check_options(body, custom_id)
-        if isinstance(checked, Rejected):
-            return checked
-        body, url_owner = checked
-        encoded = orjson.dumps(body)
+        try:
+            checked = self._check_options(body, custom_id)
+            if isinstance(checked, Rejected):
+                return checked
+            body, url_owner = checked
+            encoded = orjson.dumps(body)
+        except orjson.JSONEncodeError as exc:  # read (1024 levels), but too deep to store
+            if not too_deep(exc):
+                raise
+            return self._reject(
+                "invalid_record", f"'body' is nested too deeply. {BODY_DEPTH_RULE}", custom_id
+            )
         if len(encoded) > self.settings.max_record_bytes:
             return self._reject(
                 "record_too_large",
@@ -203,8 +221,14 @@ class RecordChecker:
             )
         if self.model is not None and model != self.model:
             return self._reject(
-                "model_mismatch",
+                MODEL_MISMATCH,
                 f"Every record of a batch must use the same model: expected {self.model!r}, got {model!r}.",
                 custom_id,
             )
         return None
+
+
+def too_deep(exc: Exception) -> bool:
+    """`exc` is orjson's refusal of JSON nested too deeply (reading past 1024 levels, or writing
+    past `MAX_BODY_DEPTH`; its `JSONEncodeError` is a plain TypeError)."""
+    return str(exc).startswith(_ORJSON_TOO_DEEP)

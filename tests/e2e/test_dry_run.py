@@ -242,3 +242,38 @@ def test_an_input_of_blank_lines_is_an_empty_file_as_for_a_create(quiet_stack: R
                 extra_body=extra,
             )
         assert (caught.value.code, caught.value.body["param"]) == ("empty_file", "input_file_id")
+
+
+def test_a_dry_run_refuses_tool_urls_and_workflows_as_a_create_does(quiet_stack: RunningStack) -> None:
+    """The create's record checks after the checker's own: a tool server on a private address is
+    a per-record rejection, and a workflow where the project has workflows off is 409."""
+    client = quiet_stack.client()
+    records = chat_records(2, prefix=f"dry-urls-{time.time_ns()}")
+    records[1]["body"]["tools"] = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    records[1]["body"]["batchgate"] = {"tool_config": {"url": "http://169.254.169.254/latest"}}
+    before = stored(quiet_stack)
+    answer = client.batches.create(
+        input_file_id=upload(client, records).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"dry_run": True},
+    )
+    [rejected] = answer.model_extra["rejected_records"]
+    assert (rejected["line"], rejected["code"]) == (2, "invalid_tool_config")
+    assert "169.254.169.254" in rejected["message"]
+
+    workflow = chat_records(1, prefix=f"dry-workflow-{time.time_ns()}")
+    workflow[0]["body"]["batchgate"] = {"workflow": {"url": "https://callback.example/steps"}}
+    with pytest.raises(openai.ConflictError) as caught:
+        client.post(
+            "/batches",
+            body={
+                "endpoint": "/v1/chat/completions",
+                "completion_window": "24h",
+                "dry_run": True,
+                "requests": workflow,
+            },
+            cast_to=dict,
+        )
+    assert caught.value.code == "feature_disabled"
+    assert stored(quiet_stack) == {**before, "files": before["files"] + 1, "blobs": before["blobs"] + 1}

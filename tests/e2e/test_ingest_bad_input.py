@@ -12,9 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.ingest_client import VIAS, create_batch, footprint, from_file, upload_records
+from tests.message_batch_support import params, sdk, wait_ended
 from tests.support import RunningStack, add_project, db_rows, jsonl, read_jsonl, wait_for_batch
 
 ENDPOINT = "/v1/chat/completions"
@@ -328,3 +330,69 @@ def test_inline_requests_that_all_fail_store_nothing(
     ]
     # The inline input is not kept; only the rejections file the answer names is.
     assert footprint(shared_stack, context.project_id) == {**before, "files": before["files"] + 1}
+
+
+# --- records nested too deeply to store --------------------------------------------------------
+
+
+def nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def with_nested(value: Any, levels: int) -> str:
+    """`value` as JSON, its "x_deep" string `levels` arrays deep (past what json.dumps writes)."""
+    return json.dumps(value).replace('"x_deep"', "[" * levels + '"x"' + "]" * levels)
+
+
+@pytest.mark.parametrize("levels", [300, 1015])
+def test_a_record_nested_deeper_than_can_be_stored_is_rejected_alone(
+    shared_stack: RunningStack, context: Context, levels: int
+) -> None:
+    """JSON is read 1024 levels deep but written back only 254 deep: such a record is rejected
+    alone (from a file and inline, created and dry-run), not a 500 for the whole batch."""
+    deep = record("deep")
+    deep["body"]["x_sim"] = "x_deep"
+    lines = [json.dumps(record("fine")), with_nested(deep, levels)]
+    uploaded = upload_records(shared_stack, "\n".join(lines).encode(), PROJECT)
+    sources = {
+        "file": json.dumps(from_file(uploaded)),
+        "inline": json.dumps({"endpoint": ENDPOINT, "completion_window": "24h", "requests": "lines"}).replace(
+            '"lines"', f"[{', '.join(lines)}]"
+        ),
+    }
+    for (name, source), dry_run in [(s, d) for s in sources.items() for d in ("false", "true")]:
+        answer = httpx.post(
+            f"{shared_stack.base_url}/batches",
+            content=f'{source[:-1]}, "dry_run": {dry_run}}}',
+            headers={
+                "Authorization": f"Bearer {shared_stack.keys[PROJECT]}",
+                "Content-Type": "application/json",
+            },
+            timeout=60,
+        )
+        assert answer.status_code == 200, (name, dry_run, answer.text)
+        body = answer.json()
+        assert body["request_counts"]["total"] == 2 and body["rejected_count"] == 1
+        [rejected] = body["rejected_records"]
+        assert (rejected["line"], rejected["custom_id"], rejected["code"]) == (2, "deep", "invalid_record")
+        assert "nested too deeply" in rejected["message"] and "254" in rejected["message"], rejected
+
+
+def test_a_message_batch_request_nested_too_deeply_is_errored_alone(shared_stack: RunningStack) -> None:
+    client = sdk(shared_stack)
+    deep = params("gpt-4o-mini", "deep", metadata={"user_id": "u"})
+    deep["messages"][0]["content"] = [{"type": "text", "text": "deep", "x_deep": nested(300)}]
+    batch = client.messages.batches.create(
+        requests=[
+            {"custom_id": "fine", "params": params("gpt-4o-mini", "fine")},  # type: ignore[list-item]
+            {"custom_id": "deep", "params": deep},  # type: ignore[list-item]
+        ]
+    )
+    assert batch.request_counts.errored == 1 and batch.request_counts.processing == 1
+    wait_ended(client, batch.id)
+    results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
+    assert results["fine"].type == "succeeded"
+    assert results["deep"].type == "errored" and "nested too deeply" in str(results["deep"]), results

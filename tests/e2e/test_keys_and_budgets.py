@@ -110,3 +110,20 @@ def test_a_used_up_project_budget_is_402_for_every_key(shared_stack: RunningStac
 
     cli(shared_stack, "projects", "set-budget", project, "none")
     assert create(shared_stack, project, input_file).status == 200
+
+
+def test_a_budget_refusal_shows_small_amounts_to_the_micro_dollar(shared_stack: RunningStack) -> None:
+    """A budget of a fraction of a cent is not shown as $0.0000: both amounts at six decimals."""
+    project = f"tinybudget-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project, "--budget", "100")
+    input_file = upload_records(shared_stack, chat_records(1, prefix=f"tiny-{project}"), project)
+    first = create(shared_stack, project, input_file)
+    assert first.status == 200
+    wait_for_batch(shared_stack.client(project), first.body["id"])
+    spent = db_rows(
+        shared_stack.database_url, "SELECT sum(cost_usd) FROM usage_events WHERE api_key_id = :k", k=key_id
+    )[0][0]
+    assert 0.000001 < spent < 0.00005  # shown as $0.0000 at four decimals
+    cli(shared_stack, "keys", "set-budget", key_id, "0.000001")
+    error = create(shared_stack, project, input_file, "http").expect_error(402, "key_budget_exceeded")
+    assert error["message"] == f"This API key has spent ${spent:.6f} of its $0.000001 budget."

@@ -420,3 +420,54 @@ def test_a_message_batch_of_a_native_model_runs_on_our_executors(stack: RunningS
     assert done.request_counts.succeeded + done.request_counts.errored == 1
     (row,) = db_rows(stack.database_url, batches.select().where(batches.c.id == batch.id))
     assert row.execution == "execute" and parts_of(stack, batch.id) == []
+
+
+@pytest.mark.parametrize("order", ["native-model-first", "other-model-first"])
+def test_native_execution_of_records_naming_two_models_is_refused_in_either_order(
+    stack: RunningStack, order: str
+) -> None:
+    """400 `native_unsupported` whichever model comes first, for a create and a dry run alike;
+    an unknown `execution` is named in plain words."""
+    two = [*records(1, f"native-two-{order}"), *records(1, f"native-two-{order}-b", model="gpt-4o-mini")]
+    if order == "other-model-first":
+        two.reverse()
+    file_id = upload(stack.client(), two).id
+    headers = {"Authorization": f"Bearer {stack.key}"}
+    body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    for dry_run in (False, True):
+        answer = httpx.post(
+            f"{stack.base_url}/batches",
+            json={**body, "execution": "native", "dry_run": dry_run},
+            headers=headers,
+            timeout=30,
+        )
+        assert answer.status_code == 400, (dry_run, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("native_unsupported", "execution"), error
+        assert "more than one" in error["message"]
+    assert not [b for b in stack.client().batches.list(limit=100) if b.input_file_id == file_id]
+    bogus = httpx.post(f"{stack.base_url}/batches", json={**body, "execution": "bogus"}, headers=headers)
+    assert bogus.json()["error"]["message"] == "'execution' must be one of ['execute', 'native']."
+
+
+def test_a_recurring_native_batchs_create_answer_shows_how_its_runs_execute(stack: RunningStack) -> None:
+    """The template's create answer holds the fields every run will have: `execution` included."""
+    headers = {"Authorization": f"Bearer {stack.key}"}
+    answer = httpx.post(
+        f"{stack.base_url}/batches",
+        json={
+            "input_file_id": upload(stack.client(), records(1, "native-cron")).id,
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+            "cron": "0 0 1 1 *",  # no run while the tests go on
+            "execution": "native",
+        },
+        headers=headers,
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    template = answer.json()
+    try:
+        assert template["object"] == "batch_template" and template["execution"] == "native", template
+    finally:
+        httpx.delete(f"{stack.base_url}/batch_templates/{template['id']}", headers=headers, timeout=30)
