@@ -106,7 +106,7 @@ def _refuse(who: str, code: str, hold: float, budget: float, committed: float) -
     return errors.ApiError(
         402,
         f"This batch holds up to ${hold:.6f} (its worst-case cost) but {who} has ${remaining:.6f} "
-        f"left of its ${budget:.4f} budget (${committed:.6f} spent or held by other batches).",
+        f"left of its ${budget:.6f} budget (${committed:.6f} spent or held by other batches).",
         code,
         extra={"hold_usd": round(hold, 6), "remaining_usd": round(remaining, 6)},
     )

@@ -96,8 +96,10 @@ class RecordChecker:
 
     def _check_record(self, record: dict[str, Any]) -> Accepted | Rejected:
         custom_id = record.get("custom_id")
-        if custom_id is None or custom_id == "":
+        if custom_id is None:
             return self._reject("missing_custom_id", "The record has no 'custom_id'.")
+        if custom_id == "":
+            return self._reject("missing_custom_id", "'custom_id' is empty; give each record a unique one.")
         if not isinstance(custom_id, str):
             return self._reject("invalid_custom_id", "'custom_id' must be a string.")
         if len(custom_id) > self.settings.max_custom_id_length:

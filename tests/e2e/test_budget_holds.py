@@ -57,6 +57,7 @@ def test_a_hold_that_does_not_fit_is_402_naming_it_and_the_remainder(shared_stac
     assert error["hold_usd"] == pytest.approx(hold, rel=1e-6)
     assert error["remaining_usd"] == pytest.approx(hold * 0.5, rel=1e-3)
     assert f"${hold:.6f}" in error["message"]
+    assert f"left of its ${hold * 1.5:.6f} budget" in error["message"]  # one precision for every amount
     after = db_rows(shared_stack.database_url, "SELECT count(*) FROM batches WHERE api_key_id = :k", k=key_id)
     assert after[0][0] == before[0][0] + 1  # the refused create left nothing
 

@@ -166,3 +166,13 @@ def test_any_bytes_are_accepted_or_rejected_with_a_code_and_storable_fields(line
             assert outcome.custom_id is None or (
                 len(outcome.custom_id) <= 512 and "\x00" not in outcome.custom_id
             )
+
+
+@pytest.mark.parametrize(
+    "custom_id, said", [(None, "The record has no 'custom_id'."), ("", "'custom_id' is empty")]
+)
+def test_a_missing_and_an_empty_custom_id_are_told_apart(
+    checker: RecordChecker, custom_id: str | None, said: str
+) -> None:
+    outcome = checker.check(line(custom_id=custom_id))
+    assert isinstance(outcome, Rejected) and outcome.message.startswith(said)
