@@ -121,7 +121,7 @@ def check_metadata(metadata: dict[str, str]) -> None:
             raise errors.invalid(
                 f"Metadata value of {key!r} is longer than {METADATA_MAX_VALUE} characters.",
                 "invalid_metadata",
-                "metadata",
+                f"metadata.{key}",
             )
 
 
@@ -147,14 +147,14 @@ def check_output_expiry(request: batches_pb2.CreateBatchRequest) -> int | None:
         raise errors.invalid(
             "'output_expires_after.anchor' must be 'created_at'.",
             "invalid_output_expires_after",
-            "output_expires_after",
+            "output_expires_after.anchor",
         )
     if not MIN_OUTPUT_EXPIRY_S <= expiry.seconds <= MAX_OUTPUT_EXPIRY_S:
         raise errors.invalid(
             f"'output_expires_after.seconds' must be between {MIN_OUTPUT_EXPIRY_S} and "
             f"{MAX_OUTPUT_EXPIRY_S}.",
             "invalid_output_expires_after",
-            "output_expires_after",
+            "output_expires_after.seconds",
         )
     return int(expiry.seconds)
 

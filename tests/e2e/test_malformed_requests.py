@@ -73,6 +73,22 @@ CORPUS = [
         "object as a metadata value", {**VALID, "metadata": {"k": {"n": 1}}}, "invalid_type", "metadata.k"
     ),
     _create("list as metadata", {**VALID, "metadata": [{"value": 1}]}, "invalid_type", "metadata"),
+    # --- values out of range, named by their path too
+    _create(
+        "metadata value of 513", {**VALID, "metadata": {"k": "v" * 513}}, "invalid_metadata", "metadata.k"
+    ),
+    _create(
+        "output kept a minute",
+        {**VALID, "output_expires_after": {"anchor": "created_at", "seconds": 60}},
+        "invalid_output_expires_after",
+        "output_expires_after.seconds",
+    ),
+    _create(
+        "output expiry anchor",
+        {**VALID, "output_expires_after": {"anchor": "last_active_at", "seconds": 3600}},
+        "invalid_output_expires_after",
+        "output_expires_after.anchor",
+    ),
     _create("number as a metadata value", {**VALID, "metadata": {"k": 1}}, "invalid_type", "metadata.k"),
     _create("null as a metadata value", {**VALID, "metadata": {"k": None}}, "invalid_type", "metadata.k"),
     _create("string as metadata", {**VALID, "metadata": "k=v"}, "invalid_type", "metadata"),
