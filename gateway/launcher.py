@@ -10,7 +10,12 @@ from pathlib import Path
 import envoy
 
 from batchgate.gateway.render import write_config
+from batchgate.services.common import logs
 from batchgate.services.common.config import Settings
+
+JSON_LOG_FORMAT = '{"time":"%Y-%m-%dT%T.%e%z","level":"%l","service":"envoy","logger":"%n","message":"%j"}'
+"""Envoy's own lines in the services' JSON shape (spdlog syntax; `%j` is the message escaped
+for JSON), so that a log collector reads every process of the stack alike."""
 
 
 def envoy_binary() -> str:
@@ -32,7 +37,7 @@ def command(settings: Settings, config_path: Path, environ: Mapping[str, str] = 
     """The Envoy command line for `settings` (writes the config first; `environ`: the
     environment the services run with, for Envoy's tracing)."""
     write_config(settings, config_path, environ)
-    return [
+    argv = [
         envoy_binary(),
         "-c",
         str(config_path),
@@ -42,3 +47,6 @@ def command(settings: Settings, config_path: Path, environ: Mapping[str, str] = 
         "--concurrency",
         "2",
     ]
+    if logs.json_lines(settings.log_format):
+        argv += ["--log-format", JSON_LOG_FORMAT]
+    return argv

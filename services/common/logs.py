@@ -93,11 +93,17 @@ class TextFormatter(logging.Formatter):
         return self._redact(f"{text} [{' '.join(fields)}]" if fields else text)
 
 
+def json_lines(fmt: str) -> bool:
+    """Whether a process logging to this process's stderr writes JSON lines in format `fmt`
+    (`json`, `text`, or `auto`: JSON unless stderr is a terminal). Envoy's are decided here too."""
+    return fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+
+
 def setup(service: str, level: str = "INFO", fmt: str = "auto", secrets: Iterable[str] = ()) -> None:
     """Log to stderr as `fmt` (json, text, or auto: JSON unless stderr is a terminal), masking
     `secrets` (upstream keys) besides anything shaped like a key."""
     redact = Redactor(secrets)
-    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    use_json = json_lines(fmt)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service, redact) if use_json else TextFormatter(service, redact))
     root = logging.getLogger()
