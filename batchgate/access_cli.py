@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from dataclasses import replace
@@ -34,12 +35,12 @@ if TYPE_CHECKING:
 
 
 def _amount(value: str, unset: str, what: str) -> float | None:
-    """A number of 0 or more, or the word `unset` (None)."""
+    """A finite number of 0 or more, or the word `unset` (None)."""
     if value.lower() == unset:
         return None
     amount = float(value)
-    if not amount >= 0:
-        raise argparse.ArgumentTypeError(f"{what} 0 or more, or '{unset}'")
+    if not (amount >= 0 and math.isfinite(amount)):  # nan, inf and 1e999 (JSON has none of them)
+        raise argparse.ArgumentTypeError(f"{what} 0 or more, or '{unset}' (a finite amount)")
     return amount
 
 

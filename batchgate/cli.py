@@ -1,7 +1,8 @@
 """The `batchgate` command: operator verbs (server_cli) and client verbs (client_cli).
 
 Every verb ends with the exit codes of `batchgate.exit_codes`: a `CommandError` is printed as
-`error: …` and exits with its code; argparse's own usage errors exit 2 like invalid input.
+`error: …` and exits with its code; argparse's own usage errors exit 2 like invalid input, and
+so does a bad setting (`SettingError`, raised wherever a verb loads the settings).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import argparse
 import sys
 
 from batchgate import client_cli, server_cli, templates_cli
-from batchgate.exit_codes import CommandError
+from batchgate.exit_codes import CommandError, ExitCode
+from batchgate.services.common.setting_checks import SettingError
 
 INTERRUPTED = 130
 
@@ -32,6 +34,9 @@ def main(argv: list[str] | None = None) -> None:
     except CommandError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         sys.exit(int(exc.code))
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(int(ExitCode.INVALID))
     except KeyboardInterrupt:
         sys.exit(INTERRUPTED)
 

@@ -1,15 +1,18 @@
 """The provider and model catalogue: what the executor calls, and which public model names are
 offered, from the YAML file's `providers:`, `models:` and `retry:` (or, without providers, the
-built-in simulator's). Parsed and checked once, by `batchgate.services.common.loading.load_settings`.
+built-in simulator's). Parsed and checked once, by `batchgate.services.common.loading.load_settings`:
+`${VAR}` in any string is read from the environment (`expand_env`), and an unknown key, a missing
+name, a value of the wrong type or out of range is a ValueError naming the entry and the key.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from batchgate.services.common.states import Execution
 
@@ -22,6 +25,7 @@ PROVIDER_KINDS = ("openai", "anthropic")
 EXECUTE = Execution.EXECUTE
 NATIVE = Execution.NATIVE
 BATCH_MODES = (EXECUTE, NATIVE)
+_Config = TypeVar("_Config")  # the dataclasses a YAML mapping becomes
 CATALOGUE_KEYS = ("retry", "providers", "models")  # the YAML keys this module reads
 
 
@@ -57,10 +61,11 @@ class ProviderConfig:
     kind: str = "openai"
     """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
     base_url: str = ""
-    """Up to and including the version segment, e.g. `https://api.openai.com/v1`."""
+    """Up to and including the version segment, e.g. `https://api.openai.com/v1`; a provider
+    without one is refused at startup."""
     api_keys: tuple[str, ...] = ()
-    """Key pool, used round-robin, skipping a key while it rests after a 429; `${ENV_VAR}`
-    references are expanded (`api_key:` for a single key)."""
+    """Key pool, used round-robin, skipping a key while it rests after a 429 (`api_key:` for a
+    single key); write `${ENV_VAR}` to keep a key out of the file."""
     max_concurrency: int = 64
     """Requests in flight to this provider per executor process (the adaptive limit's ceiling)."""
     min_concurrency: int = 1
@@ -127,41 +132,127 @@ class ModelConfig:
         return self.endpoints or SUPPORTED_ENDPOINTS
 
 
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")  # lower-cased
 
 
-def _expand(value: str, environ: Mapping[str, str]) -> str:
-    return _ENV_REF.sub(lambda m: environ.get(m.group(1), ""), value)
+def expand_env(value: Any, environ: Mapping[str, str], where: str) -> Any:
+    """`value` with `${VAR}` in every string (of its lists and mappings too) read from `environ`;
+    `${VAR:-default}` gives `default` when VAR is unset or empty. An unset VAR without a default
+    is a ValueError naming it and `where` it was met."""
+    if isinstance(value, list):
+        return [expand_env(v, environ, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: expand_env(v, environ, f"{where}.{k}") for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+
+    def read(ref: re.Match[str]) -> str:
+        name, default = ref.group(1), ref.group(2)
+        if default is not None:
+            return environ.get(name) or default
+        if name not in environ:
+            raise ValueError(
+                f"{where}: environment variable {name} is not set (write ${{{name}:-…}} for a default)"
+            )
+        return environ[name]
+
+    return _ENV_REF.sub(read, value)
+
+
+def _number(value: Any, type_name: str, where: str) -> int | float:
+    cast = int if type_name == "int" else float
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        if cast is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return cast(value.strip() if isinstance(value, str) else value)
+    except ValueError:
+        kind = "an integer" if cast is int else "a number"
+        raise ValueError(f"{where} must be {kind}, not {value!r}") from None
+
+
+def _typed(value: Any, type_name: str, where: str) -> Any:
+    """A YAML value (its `${VAR}`s expanded) as the field's annotated type, or a ValueError."""
+    if type_name.endswith(" | None"):
+        return None if value is None else _typed(value, type_name.removesuffix(" | None"), where)
+    if type_name == "Price":
+        return _build(Price, {} if value is None else value, where, environ=None)
+    if type_name == "tuple[str, ...]":
+        if value is not None and not isinstance(value, list | tuple):
+            raise ValueError(f"{where} must be a list, e.g. [{value}], not {value!r}")
+        return tuple(_typed(v, "str", f"{where}[{i}]") for i, v in enumerate(value or ()))
+    if type_name in ("int", "float"):
+        return _number(value, type_name, where)
+    if type_name == "bool":
+        text = str(value).strip().lower()
+        if text not in _TRUE + _FALSE:
+            raise ValueError(f"{where} must be true or false, not {value!r}")
+        return text in _TRUE
+    if isinstance(value, bool) or not isinstance(value, str | int | float | datetime.date):
+        raise ValueError(f"{where} must be text, not {value!r}")
+    return str(value)  # a number or an unquoted date (anthropic_version: 2023-06-01) as written
+
+
+def _build(
+    cls: type[_Config], raw: Any, where: str, environ: Mapping[str, str] | None, *also: str
+) -> _Config:
+    """`cls` from one YAML mapping: unknown keys, a missing required key and a value of the wrong
+    type are ValueErrors naming `where` and the key; `${VAR}`s are expanded unless `environ` is
+    None (already done). `also`: keys the caller has translated, named among the known ones."""
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    known = [*(f.name for f in fields), *also]
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected a mapping with keys {', '.join(known)}; not {raw!r}")
+    if unknown := sorted(str(key) for key in raw if key not in known):
+        raise ValueError(f"{where}: unknown keys {unknown} (known: {', '.join(known)})")
+    values: dict[str, Any] = {}
+    for f in fields:
+        if f.name in raw:
+            value = raw[f.name] if environ is None else expand_env(raw[f.name], environ, f"{where}: {f.name}")
+            values[f.name] = _typed(value, str(f.type), f"{where}: {f.name}")
+        elif f.default is dataclasses.MISSING:
+            raise ValueError(f"{where}: {f.name} is required")
+    return cls(**values)
+
+
+def _entries(doc: Mapping[str, Any], key: str, environ: Mapping[str, str]) -> list[tuple[str, Any]]:
+    """The entries of a `providers:` or `models:` list, each with what errors call it: `model m1`,
+    or `models[0]` while it has no name."""
+    entries = doc.get(key) or []
+    if not isinstance(entries, list):
+        raise ValueError(f"{key}: expected a list, not {entries!r}")
+    named = []
+    for i, raw in enumerate(entries):
+        name = raw.get("name") if isinstance(raw, Mapping) else None
+        name = expand_env(name, environ, f"{key}[{i}]: name")
+        named.append((f"{key.removesuffix('s')} {name}" if name else f"{key}[{i}]", raw))
+    return named
+
+
+def _provider(raw: Any, where: str, environ: Mapping[str, str]) -> ProviderConfig:
+    if isinstance(raw, Mapping) and "api_key" in raw:
+        if "api_keys" in raw:
+            raise ValueError(f"{where}: give api_keys or api_key, not both")
+        raw = {**{k: v for k, v in raw.items() if k != "api_key"}, "api_keys": [raw["api_key"]]}
+    return _build(ProviderConfig, raw, where, environ, "api_key")
 
 
 def parse_catalogue(doc: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    """The catalogue keys of a YAML document, as `Settings` fields (only those it sets)."""
+    """The catalogue keys of a YAML document, as `Settings` fields (only those it sets); a key
+    the entry's class lacks, a missing `name` or a value of the wrong type is a ValueError."""
     out: dict[str, Any] = {}
     if "retry" in doc:
-        out["retry"] = RetryPolicy(**doc["retry"])
-    providers = []
-    for p in doc.get("providers") or ():
-        p = dict(p)
-        keys = p.pop("api_keys", None) or ([p.pop("api_key")] if "api_key" in p else [])
-        providers.append(ProviderConfig(**p, api_keys=tuple(_expand(str(k), environ) for k in keys)))
-    models = []
-    for m in doc.get("models") or ():
-        models.append(
-            ModelConfig(
-                name=m["name"],
-                provider=m["provider"],
-                upstream_model=m.get("upstream_model", ""),
-                fallbacks=tuple(m.get("fallbacks") or ()),
-                endpoints=tuple(m.get("endpoints") or ()),
-                price=Price(**(m.get("price") or {})),
-                batch_mode=m.get("batch_mode", ""),
-                hold_max_tokens=int(m.get("hold_max_tokens", 4096)),
-            )
-        )
+        out["retry"] = _build(RetryPolicy, doc["retry"], "retry", environ)
+    providers = tuple(_provider(raw, where, environ) for where, raw in _entries(doc, "providers", environ))
+    models = tuple(
+        _build(ModelConfig, raw, where, environ) for where, raw in _entries(doc, "models", environ)
+    )
     if providers:
-        out["providers"] = tuple(providers)
+        out["providers"] = providers
     if models:
-        out["models"] = tuple(models)
+        out["models"] = models
     return out
 
 
@@ -201,6 +292,10 @@ def simulated_catalogue(
 
 
 def _check_provider(p: ProviderConfig) -> None:
+    if not p.name:
+        raise ValueError("providers: a provider's name must not be empty")
+    if not p.base_url:
+        raise ValueError(f"provider {p.name}: base_url is required (e.g. https://api.openai.com/v1)")
     if p.kind not in PROVIDER_KINDS:
         raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
     if not 1 <= p.min_concurrency <= p.max_concurrency:
@@ -215,6 +310,23 @@ def _check_provider(p: ProviderConfig) -> None:
         raise ValueError(f"provider {p.name}: need batch_limit >= 1 and 0 <= batch_discount <= 1")
     if p.max_tokens_field not in MAX_TOKENS_FIELDS:
         raise ValueError(f"provider {p.name}: max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}")
+
+
+def _check_model(m: ModelConfig) -> None:
+    if not m.name:
+        raise ValueError("models: a model's name must not be empty")
+    for endpoint in m.endpoints:
+        if endpoint not in SUPPORTED_ENDPOINTS:
+            raise ValueError(
+                f"model {m.name}: endpoint {endpoint!r} is not one batchgate serves "
+                f"({', '.join(SUPPORTED_ENDPOINTS)})"
+            )
+    for field in dataclasses.fields(Price):
+        value = getattr(m.price, field.name)
+        if value is not None and not value >= 0:  # NaN too
+            raise ValueError(f"model {m.name}: price.{field.name} must be ≥ 0, not {value!r}")
+    if m.hold_max_tokens < 1:
+        raise ValueError(f"model {m.name}: hold_max_tokens must be at least 1")
 
 
 def _check_retry(retry: RetryPolicy) -> None:
@@ -239,6 +351,7 @@ def check_catalogue(
         _check_provider(p)
     offered = {m.name for m in models}
     for m in models:
+        _check_model(m)
         if m.provider not in names:
             raise ValueError(f"model {m.name}: unknown provider {m.provider!r}")
         for fb in m.fallbacks:

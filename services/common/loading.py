@@ -1,5 +1,6 @@
 """Loading the settings: defaults ← YAML file ← environment ← explicit overrides, parsed and
-checked once here, so that a bad value is a startup error and nothing re-parses it later.
+checked once here (against `batchgate.services.common.setting_checks`), so that a bad value is a
+startup error naming the setting (`SettingError`) and nothing re-parses it later.
 
 The YAML file (`--config FILE` or `BATCHGATE_CONFIG`) uses the settings' field names as keys,
 plus the catalogue's `retry:`, `providers:` and `models:` (`batchgate.services.common.catalogue`);
@@ -20,15 +21,15 @@ import yaml
 from batchgate.services.common.catalogue import (
     CATALOGUE_KEYS,
     check_catalogue,
+    expand_env,
     parse_catalogue,
     simulated_catalogue,
 )
-from batchgate.services.common.config import LOG_FORMATS, Settings
-from batchgate.services.common.webhook_urls import tool_networks, webhook_networks
-from batchgate.services.common.windows import parse_window
+from batchgate.services.common.config import Settings
+from batchgate.services.common.setting_checks import MAX_CUSTOM_ID_COLUMN as MAX_CUSTOM_ID_COLUMN
+from batchgate.services.common.setting_checks import SettingError, problem
 
-MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
-MAX_SHUTDOWN_GRACE_S = 10.0  # an executor's drain must end within the launcher's 20 s stop limit
+CONFIG = ("config", "--config, BATCHGATE_CONFIG")  # how errors name the YAML file's settings
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -48,27 +49,62 @@ def _bool(raw: Any) -> bool:
     return text in _TRUE
 
 
+def _int(raw: Any) -> int:
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise ValueError(f"{raw!r} is not a whole number")
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a whole number") from None
+
+
+def _float(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+
+
 def _cast(raw: Any, type_name: str) -> Any:
     """Settings' annotations are strings (postponed evaluation): int, float, bool or str."""
-    casts: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bool": _bool}
+    casts: dict[str, Callable[[Any], Any]] = {"int": _int, "float": _float, "bool": _bool}
     return casts.get(type_name, str)(raw)
 
 
 def _from_file(path: str, environ: Mapping[str, str]) -> dict[str, Any]:
-    doc = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        doc = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as exc:
+        raise SettingError(*CONFIG, f"cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise SettingError(
+            *CONFIG, f"{path} is not valid YAML{line}: {getattr(exc, 'problem', exc)}"
+        ) from None
     if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
+        raise SettingError(*CONFIG, f"{path}: expected a mapping at the top level")
     scalar_names = {f.name for f in env_fields()}
     unknown = set(doc) - scalar_names - set(CATALOGUE_KEYS)
     if unknown:
-        raise ValueError(f"{path}: unknown settings {sorted(unknown)}")
-    return {**{k: v for k, v in doc.items() if k in scalar_names}, **parse_catalogue(doc, environ)}
+        raise SettingError(*CONFIG, f"{path}: unknown settings {sorted(unknown, key=str)}")
+    try:
+        catalogue = parse_catalogue(doc, environ)
+        scalars = {k: expand_env(v, environ, k) for k, v in doc.items() if k in scalar_names}
+    except ValueError as exc:
+        raise SettingError(*CONFIG, f"{path}: {exc}") from None
+    return {**scalars, **catalogue}
 
 
 def load_settings(
     config_file: str | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
 ) -> Settings:
-    """Defaults ← YAML file ← environment ← explicit overrides; ValueError when a value is bad."""
+    """Defaults ← YAML file ← environment ← explicit overrides; `SettingError` (a ValueError
+    naming the setting) when a value is bad."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     path = config_file or environ.get("BATCHGATE_CONFIG")
@@ -80,53 +116,20 @@ def load_settings(
     values.update(overrides)
     for f in env_fields():
         if f.name in values:
-            values[f.name] = _cast(values[f.name], str(f.type))
+            try:
+                values[f.name] = _cast(values[f.name], str(f.type))
+            except ValueError as exc:
+                raise SettingError(f.name, f.metadata["env"], str(exc)) from None
     settings = Settings(**values)
+    for f in env_fields():
+        wrong = problem(f.name, getattr(settings, f.name))
+        if wrong:
+            raise SettingError(f.name, f.metadata["env"], wrong)
     if not settings.providers:
         providers, models = simulated_catalogue(settings.simulator_host, settings.simulator_port)
         settings = dataclasses.replace(settings, providers=providers, models=settings.models or models)
-    _check_limits(settings)
-    served = check_catalogue(retry=settings.retry, providers=settings.providers, models=settings.models)
-    _check_values(settings)
+    try:
+        served = check_catalogue(retry=settings.retry, providers=settings.providers, models=settings.models)
+    except ValueError as exc:
+        raise SettingError(*CONFIG, f"{path}: {exc}" if path else str(exc)) from None
     return dataclasses.replace(settings, models=served)
-
-
-def _check_limits(settings: Settings) -> None:
-    if not 1 <= settings.max_custom_id_length <= MAX_CUSTOM_ID_COLUMN:
-        raise ValueError(f"max_custom_id_length must be between 1 and {MAX_CUSTOM_ID_COLUMN}")
-    windows = [("completion_windows", w) for w in settings.completion_window_list]
-    for name, window in [*windows, ("message_batch_window", settings.message_batch_window)]:
-        try:
-            parse_window(window)
-        except ValueError:
-            raise ValueError(
-                f"{name}: {window!r} is not <number><unit> with a unit of s, m, h or d"
-            ) from None
-
-
-def _check_values(settings: Settings) -> None:
-    for name in ("batch_discount_standard", "batch_discount_expedited"):
-        if not 0.0 <= getattr(settings, name) <= 1.0:
-            raise ValueError(f"{name} must be between 0 and 1")
-    if not 0.0 <= settings.trace_sample_ratio <= 1.0:
-        raise ValueError("trace_sample_ratio must be between 0 and 1")
-    if settings.log_format not in LOG_FORMATS:
-        raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}")
-    for name in ("sqlite_writer_cache_mib", "sqlite_reader_cache_mib"):
-        if getattr(settings, name) < 1:
-            raise ValueError(f"{name} must be at least 1")
-    if not 0.0 <= settings.executor_shutdown_grace_s <= MAX_SHUTDOWN_GRACE_S:
-        raise ValueError(
-            f"executor_shutdown_grace_s must be between 0 and {MAX_SHUTDOWN_GRACE_S:g} (longer "
-            "would outlast the launcher's and the server's own stop limits)"
-        )
-    if not 0 <= settings.metrics_port <= 65535:
-        raise ValueError("metrics_port must be a port number (0: off)")
-    try:
-        webhook_networks(settings)
-    except ValueError as exc:
-        raise ValueError(f"webhook_allowed_networks: {exc}") from None
-    try:
-        tool_networks(settings)
-    except ValueError as exc:
-        raise ValueError(f"tool_allowed_networks: {exc}") from None

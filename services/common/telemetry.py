@@ -55,6 +55,13 @@ UNTRACED_ROOTS = ("batchgate.internal.", "grpc.health.")
 # item at once); the OTEL_BSP_* variables override both.
 SPAN_QUEUE = 16384
 SPAN_EXPORT_BATCH = 2048
+# Boundaries of the services' histograms in seconds: each passes one (or its own) as
+# `explicit_bucket_boundaries_advisory`, since the SDK's default (0, 5, 10, … 10000) is shaped
+# for milliseconds and would put every sub-second observation in one bucket.
+STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+"""A step's own work (checking and storing a batch): milliseconds, up to minutes for a big one."""
+WAIT_BUCKETS = (*STEP_BUCKETS[:10], 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800)
+"""Waiting in the queue: from an immediate lease to a batch's whole completion window (24 h)."""
 _tracer_providers: dict[str, Any] = {}
 _tracers: dict[str, trace.Tracer] = {}  # one per provider: getting a tracer costs more than a span
 _meter_providers: dict[str, Any] = {}

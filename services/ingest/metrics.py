@@ -8,6 +8,7 @@ from collections import Counter
 from opentelemetry.metrics import Meter, NoOpMeter
 
 from batchgate.services.common.states import ItemState
+from batchgate.services.common.telemetry import STEP_BUCKETS
 
 
 class IngestMetrics:
@@ -32,6 +33,7 @@ class IngestMetrics:
             "batchgate.batch.create.duration",
             unit="s",
             description="Time to check and store a batch's records (POST /v1/batches).",
+            explicit_bucket_boundaries_advisory=STEP_BUCKETS,
         )
 
     def created(

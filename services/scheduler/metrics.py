@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 
 from opentelemetry.metrics import CallbackOptions, Meter, NoOpMeter, Observation
 
+from batchgate.services.common.telemetry import WAIT_BUCKETS
+
 DEPTH_INTERVAL_S = 10.0
 TIERS = ("standard", "expedited")  # batches.priority_tier 0 and 1
 
@@ -33,6 +35,7 @@ class SchedulerMetrics:
             unit="s",
             description="Time from a batch's creation to a lease of its items (queueing delay); one "
             "observation per batch per lease call.",
+            explicit_bucket_boundaries_advisory=WAIT_BUCKETS,
         )
         self.leases_rescued = meter.create_counter(
             "batchgate.leases.rescued",
