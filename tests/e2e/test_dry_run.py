@@ -53,6 +53,17 @@ def cookbook_tokens(messages: list[dict[str, Any]]) -> int:
     return total
 
 
+def dry_run(stack: RunningStack, records: list[dict[str, Any]], endpoint: str) -> Any:
+    """The dry run of a create from an upload of `records` (the SDK's batch, with its extras)."""
+    client = stack.client()
+    return client.batches.create(
+        input_file_id=upload(client, records).id,
+        endpoint=endpoint,
+        completion_window="24h",
+        extra_body={"dry_run": True},
+    )
+
+
 def test_dry_run_estimates_with_the_real_tokenizer_and_stores_nothing(quiet_stack: RunningStack) -> None:
     client = quiet_stack.client()
     records = chat_records(4, prefix=f"dry-{time.time_ns()}", max_completion_tokens=50)
@@ -134,14 +145,7 @@ def test_an_embeddings_dry_run_counts_with_cl100k(quiet_stack: RunningStack) -> 
         }
         for i, text in enumerate(texts)
     ]
-    client = quiet_stack.client()
-    batch = client.batches.create(
-        input_file_id=upload(client, records).id,
-        endpoint="/v1/embeddings",
-        completion_window="24h",
-        extra_body={"dry_run": True},
-    )
-    estimate = batch.model_extra["estimate"]
+    estimate = dry_run(quiet_stack, records, "/v1/embeddings").model_extra["estimate"]
     encoding = bpe_openai.get_encoding("cl100k_base")
     assert estimate["tokenizer"] == "cl100k_base"
     assert estimate["input_tokens"] == sum(len(encoding.encode_ordinary(t)) for t in texts)
@@ -217,14 +221,7 @@ def test_a_text_too_long_for_the_tokenizer_whole_is_estimated(quiet_stack: Runni
     text = ("hello world " * (size // 12 + 1))[:size]
     body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}], "max_tokens": 1}
     records = [{"custom_id": "long", "method": "POST", "url": "/v1/chat/completions", "body": body}]
-    client = quiet_stack.client()
-    batch = client.batches.create(
-        input_file_id=upload(client, records).id,
-        endpoint="/v1/chat/completions",
-        completion_window="24h",
-        extra_body={"dry_run": True},
-    )
-    estimate = batch.model_extra["estimate"]
+    estimate = dry_run(quiet_stack, records, "/v1/chat/completions").model_extra["estimate"]
     words = size // 12 * 2  # "hello", " world": a token each (the cuts fall before a space)
     assert estimate["tokenizer"] == "o200k_base" and words < estimate["input_tokens"] < words + 20
     assert estimate["hold_verdict"] == "fits" and estimate["hold_usd"] > estimate["cost_min"] > 0
@@ -252,12 +249,7 @@ def test_a_dry_run_refuses_tool_urls_and_workflows_as_a_create_does(quiet_stack:
     records[1]["body"]["tools"] = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
     records[1]["body"]["batchgate"] = {"tool_config": {"url": "http://169.254.169.254/latest"}}
     before = stored(quiet_stack)
-    answer = client.batches.create(
-        input_file_id=upload(client, records).id,
-        endpoint="/v1/chat/completions",
-        completion_window="24h",
-        extra_body={"dry_run": True},
-    )
+    answer = dry_run(quiet_stack, records, "/v1/chat/completions")
     [rejected] = answer.model_extra["rejected_records"]
     assert (rejected["line"], rejected["code"]) == (2, "invalid_tool_config")
     assert "169.254.169.254" in rejected["message"]

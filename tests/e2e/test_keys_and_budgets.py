@@ -65,16 +65,23 @@ def test_a_revoked_key_is_refused_once_revoke_returns(shared_stack: RunningStack
     assert "\trevoked\t" in cli(shared_stack, "keys", "list", "--project", project).stdout
 
 
+def spend(stack: RunningStack, project: str, key_id: str, input_file: str) -> float:
+    """Run one batch of `input_file` to its end with the key: what the key has spent since."""
+    first = create(stack, project, input_file)
+    assert first.status == 200
+    wait_for_batch(stack.client(project), first.body["id"])
+    return float(
+        db_rows(stack.database_url, "SELECT sum(cost_usd) FROM usage_events WHERE api_key_id = :k", k=key_id)[
+            0
+        ][0]
+    )
+
+
 def test_a_used_up_key_budget_is_402_and_stores_nothing(shared_stack: RunningStack) -> None:
     project = f"keybudget-{uuid.uuid4().hex[:6]}"
     key_id = new_key(shared_stack, project, "--budget", "100")
     input_file = upload_records(shared_stack, chat_records(3, prefix=f"spend-{project}"), project)
-    first = create(shared_stack, project, input_file)
-    assert first.status == 200
-    wait_for_batch(shared_stack.client(project), first.body["id"])
-    spent = db_rows(
-        shared_stack.database_url, "SELECT sum(cost_usd) FROM usage_events WHERE api_key_id = :k", k=key_id
-    )[0][0]
+    spent = spend(shared_stack, project, key_id, input_file)
     assert spent > 0
 
     cli(shared_stack, "keys", "set-budget", key_id, repr(spent / 2))
@@ -117,12 +124,7 @@ def test_a_budget_refusal_shows_small_amounts_to_the_micro_dollar(shared_stack: 
     project = f"tinybudget-{uuid.uuid4().hex[:6]}"
     key_id = new_key(shared_stack, project, "--budget", "100")
     input_file = upload_records(shared_stack, chat_records(1, prefix=f"tiny-{project}"), project)
-    first = create(shared_stack, project, input_file)
-    assert first.status == 200
-    wait_for_batch(shared_stack.client(project), first.body["id"])
-    spent = db_rows(
-        shared_stack.database_url, "SELECT sum(cost_usd) FROM usage_events WHERE api_key_id = :k", k=key_id
-    )[0][0]
+    spent = spend(shared_stack, project, key_id, input_file)
     assert 0.000001 < spent < 0.00005  # shown as $0.0000 at four decimals
     cli(shared_stack, "keys", "set-budget", key_id, "0.000001")
     error = create(shared_stack, project, input_file, "http").expect_error(402, "key_budget_exceeded")
