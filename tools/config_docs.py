@@ -22,6 +22,7 @@ from batchgate.services.common.authz import ALLOWED_CALLERS, IDENTITIES
 from batchgate.services.common.catalogue import ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
 from batchgate.services.common.loading import env_fields
+from batchgate.services.common.setting_checks import allowed
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -59,15 +60,16 @@ def _shown(value: Any) -> str:
 
 def table() -> str:
     defaults = Settings()
-    rows = ["| Environment variable | YAML key | Default | Meaning |", "|---|---|---|---|"]
+    rows = ["| Environment variable | YAML key | Default | Values | Meaning |", "|---|---|---|---|---|"]
     for field in env_fields():
-        default = getattr(defaults, field.name)
+        default = _shown(getattr(defaults, field.name))
+        values = allowed(field.name, str(field.type))
         rows.append(
-            f"| `{field.metadata['env']}` | `{field.name}` | {_shown(default)} | {field.metadata['doc']} |"
+            f"| `{field.metadata['env']}` | `{field.name}` | {default} | {values} | {field.metadata['doc']} |"
         )
     for field in dataclasses.fields(Settings):
         if "env" not in field.metadata:
-            rows.append(f"| – | `{field.name}` | see below | {field.metadata['doc']} |")
+            rows.append(f"| – | `{field.name}` | see below | see below | {field.metadata['doc']} |")
     return "\n".join(rows)
 
 

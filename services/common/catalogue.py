@@ -334,6 +334,11 @@ def _check_retry(retry: RetryPolicy) -> None:
         raise ValueError("retry: max_attempts and backoff_coefficient must be at least 1")
     if retry.initial_interval_s < 0 or retry.max_interval_s < 0:
         raise ValueError("retry: intervals must not be negative")
+    if retry.max_interval_s < retry.initial_interval_s:
+        raise ValueError(
+            f"retry: max_interval_s ({retry.max_interval_s:g}) must not be below "
+            f"initial_interval_s ({retry.initial_interval_s:g})"
+        )
 
 
 def check_catalogue(

@@ -161,9 +161,7 @@ class Settings:
     max_record_bytes: int = _setting(
         10 * MIB, "BATCHGATE_MAX_RECORD_BYTES", "Largest request body of one record."
     )
-    max_custom_id_length: int = _setting(
-        512, "BATCHGATE_MAX_CUSTOM_ID_LENGTH", "Longest `custom_id` (1–512, the column's size)."
-    )
+    max_custom_id_length: int = _setting(512, "BATCHGATE_MAX_CUSTOM_ID_LENGTH", "Longest `custom_id`.")
     completion_windows: str = _setting(
         "24h", "BATCHGATE_COMPLETION_WINDOWS", "Comma-separated accepted `completion_window` values."
     )
@@ -196,7 +194,7 @@ class Settings:
     executor_shutdown_grace_s: float = _setting(
         10.0,
         "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S",
-        "On SIGTERM an executor's running calls get this long to finish (0–10); the rest are handed back.",
+        "On SIGTERM an executor's running calls get this long to finish; the rest are handed back.",
     )
     result_flush_ms: int = _setting(
         0,
@@ -330,7 +328,7 @@ class Settings:
     trace_sample_ratio: float = _setting(
         1.0,
         "BATCHGATE_TRACE_SAMPLE_RATIO",
-        "Share of items (0–1) that get a trace when traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`). "
+        "Share of items that get a trace when traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`). "
         "Decided once when the item is accepted; every service follows that decision.",
     )
     trace_record_content: bool = _setting(

@@ -27,7 +27,7 @@ from batchgate.services.common.catalogue import (
 )
 from batchgate.services.common.config import Settings
 from batchgate.services.common.setting_checks import MAX_CUSTOM_ID_COLUMN as MAX_CUSTOM_ID_COLUMN
-from batchgate.services.common.setting_checks import SettingError, problem
+from batchgate.services.common.setting_checks import SettingError, conflict, problem
 
 CONFIG = ("config", "--config, BATCHGATE_CONFIG")  # how errors name the YAML file's settings
 
@@ -125,6 +125,10 @@ def load_settings(
         wrong = problem(f.name, getattr(settings, f.name))
         if wrong:
             raise SettingError(f.name, f.metadata["env"], wrong)
+    clash = conflict(settings)
+    if clash:
+        name, wrong = clash
+        raise SettingError(name, Settings.__dataclass_fields__[name].metadata["env"], wrong)
     if not settings.providers:
         providers, models = simulated_catalogue(settings.simulator_host, settings.simulator_port)
         settings = dataclasses.replace(settings, providers=providers, models=settings.models or models)

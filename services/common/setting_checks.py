@@ -1,6 +1,7 @@
-"""What each setting may be, in one place: `RANGES` bounds every numeric setting and
+"""What each setting may be, in one place: `RANGES` bounds every numeric setting,
 `TEXT_CHECKS` reads the text settings that have a format, both keyed by the field name of
-`batchgate.services.common.config.Settings`.
+`batchgate.services.common.config.Settings`, and `CONFLICTS` holds the settings whose values
+are only wrong together (a port range past 65535, a longest wait below the first).
 
 `batchgate.services.common.loading.load_settings` applies them once, so that a bad value is a
 startup error that names the setting (`SettingError`; the CLI prints it and exits 2) and not a
@@ -15,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from batchgate.services.common.config import LOG_FORMATS
+from batchgate.services.common.config import LOG_FORMATS, Settings
 from batchgate.services.common.webhook_urls import networks
 from batchgate.services.common.windows import parse_window
 
@@ -179,16 +180,25 @@ def _networks(raw: str, *, none_word: bool = False) -> str | None:
     return None
 
 
-TEXT_CHECKS: dict[str, Callable[[str], str | None]] = {
-    "database_url": _database_url,
-    "completion_windows": _windows,
-    "message_batch_window": _window_problem,
-    "log_level": _log_level,
-    "log_format": _log_format,
-    "webhook_allowed_networks": _networks,
-    "tool_allowed_networks": lambda raw: _networks(raw, none_word=True),
+@dataclass(frozen=True)
+class TextCheck:
+    """A text setting's format: `read` returns what is wrong with a value (None: nothing)."""
+
+    read: Callable[[str], str | None]
+    shown: str
+    """The format in words, for README's settings table."""
+
+
+NETWORKS = "comma-separated CIDRs"
+TEXT_CHECKS: dict[str, TextCheck] = {
+    "database_url": TextCheck(_database_url, "`sqlite+aiosqlite://…` or `postgresql+asyncpg://…`"),
+    "completion_windows": TextCheck(_windows, "comma-separated `<number><s|m|h|d>`"),
+    "message_batch_window": TextCheck(_window_problem, "`<number><s|m|h|d>`"),
+    "log_level": TextCheck(_log_level, "a Python log level"),
+    "log_format": TextCheck(_log_format, " or ".join(f"`{f}`" for f in LOG_FORMATS)),
+    "webhook_allowed_networks": TextCheck(_networks, NETWORKS),
+    "tool_allowed_networks": TextCheck(lambda raw: _networks(raw, none_word=True), f"{NETWORKS} or `none`"),
 }
-"""Each returns what is wrong with a value (None: nothing)."""
 
 FREE_TEXT = frozenset(
     {
@@ -222,5 +232,56 @@ def problem(name: str, value: object) -> str | None:
         return f"must be {bounds}, not {_number(value)}"
     check = TEXT_CHECKS.get(name)
     if check is not None and isinstance(value, str):
-        return check(value)
+        return check.read(value)
+    return None
+
+
+def allowed(name: str, kind: str) -> str:
+    """The values setting `name` (of Python type `kind`) takes, in words (README's table)."""
+    if name in RANGES:
+        return str(RANGES[name])
+    if name in TEXT_CHECKS:
+        return TEXT_CHECKS[name].shown
+    return "`true` or `false`" if kind == "bool" else "text"
+
+
+def _executor_ports(s: Settings) -> str | None:
+    last = s.executor_port + s.executors - 1
+    if last <= PORT.high:
+        return None
+    return f"{s.executors} executors listen on {s.executor_port} to {last} (executor_port+N), past 65535"
+
+
+def _executor_metrics_ports(s: Settings) -> str | None:
+    last = s.metrics_port + s.executors
+    if not s.metrics_port or last <= PORT.high:
+        return None
+    return f"{s.executors} executors scrape on {s.metrics_port + 1} to {last} (metrics_port+1+N), past 65535"
+
+
+def _not_below(longest: str, first: str) -> Callable[[Settings], str | None]:
+    def check(s: Settings) -> str | None:
+        high, low = getattr(s, longest), getattr(s, first)
+        return None if high >= low else f"must not be below {first} ({_number(low)}), not {_number(high)}"
+
+    return check
+
+
+CONFLICTS: tuple[tuple[str, Callable[[Settings], str | None]], ...] = (
+    ("executors", _executor_ports),
+    ("executors", _executor_metrics_ports),
+    ("native_poll_max_interval_s", _not_below("native_poll_max_interval_s", "native_poll_interval_s")),
+    ("webhook_retry_max_s", _not_below("webhook_retry_max_s", "webhook_retry_initial_s")),
+    ("workflow_max_tokens_cap", _not_below("workflow_max_tokens_cap", "workflow_max_tokens")),
+)
+"""(the setting named in the error, what is wrong with it given the others); checked after
+every setting passed its own check."""
+
+
+def conflict(settings: Settings) -> tuple[str, str] | None:
+    """The first setting that conflicts with another, and what is wrong (None: none does)."""
+    for name, check in CONFLICTS:
+        wrong = check(settings)
+        if wrong:
+            return name, wrong
     return None

@@ -99,7 +99,7 @@ def parse_workflow(value: Any, settings: Settings) -> WorkflowConfig:
         max_tokens=bounded_int(
             value,
             "max_tokens",
-            min(settings.workflow_max_tokens, settings.workflow_max_tokens_cap),
+            settings.workflow_max_tokens,
             settings.workflow_max_tokens_cap,
             **where,
         ),

@@ -210,6 +210,10 @@ def test_a_bad_setting_is_refused_naming_it_and_its_value(env: str, value: str, 
         ("- port\n", r"^config \(--config, BATCHGATE_CONFIG\): .*bg.yaml: expected a mapping"),
         ("nonsense: 1\n", r"^config \(--config, BATCHGATE_CONFIG\): .*bg.yaml: unknown settings"),
         ("retry: {max_attempts: 0}\n", r"^config \(--config, BATCHGATE_CONFIG\): .*max_attempts"),
+        (
+            "retry: {initial_interval_s: 10, max_interval_s: 5}\n",
+            r"^config .*: retry: max_interval_s \(5\) must not be below initial_interval_s \(10\)",
+        ),
     ],
 )
 def test_a_bad_config_file_is_refused_naming_the_setting(
@@ -219,6 +223,53 @@ def test_a_bad_config_file_is_refused_naming_the_setting(
     config.write_text(yaml_text)
     with pytest.raises(SettingError, match=message):
         load_settings(str(config), environ={})
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"BATCHGATE_EXECUTOR_PORT": "65534", "BATCHGATE_EXECUTORS": "3"},
+            r"^executors \(BATCHGATE_EXECUTORS\): 3 executors listen on 65534 to 65536 .*past 65535$",
+        ),
+        (
+            {"BATCHGATE_METRICS_PORT": "65534", "BATCHGATE_EXECUTORS": "2"},
+            r"^executors \(BATCHGATE_EXECUTORS\): 2 executors scrape on 65535 to 65536 .*past 65535$",
+        ),
+        (
+            {"BATCHGATE_NATIVE_POLL_INTERVAL_S": "60", "BATCHGATE_NATIVE_POLL_MAX_INTERVAL_S": "30"},
+            r"^native_poll_max_interval_s \(.*\): must not be below native_poll_interval_s \(60\), not 30$",
+        ),
+        (
+            {"BATCHGATE_WEBHOOK_RETRY_INITIAL_S": "10", "BATCHGATE_WEBHOOK_RETRY_MAX_S": "2.5"},
+            r"^webhook_retry_max_s \(.*\): must not be below webhook_retry_initial_s \(10\), not 2.5$",
+        ),
+        (
+            {"BATCHGATE_WORKFLOW_MAX_TOKENS": "5000000"},
+            r"^workflow_max_tokens_cap \(.*\): must not be below workflow_max_tokens \(5000000\), "
+            r"not 2000000$",
+        ),
+    ],
+)
+def test_settings_that_only_conflict_together_are_refused_naming_one(
+    environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SettingError, match=message):
+        load_settings(environ=environ)
+
+
+def test_the_edges_of_each_conflict_are_accepted() -> None:
+    settings = load_settings(
+        environ={
+            "BATCHGATE_EXECUTOR_PORT": "65533",
+            "BATCHGATE_EXECUTORS": "3",
+            "BATCHGATE_METRICS_PORT": "65532",
+            "BATCHGATE_NATIVE_POLL_MAX_INTERVAL_S": "30",
+            "BATCHGATE_WEBHOOK_RETRY_MAX_S": "5",
+            "BATCHGATE_WORKFLOW_MAX_TOKENS": "2000000",
+        }
+    )
+    assert (settings.executors, settings.native_poll_max_interval_s) == (3, 30.0)
 
 
 def test_a_missing_config_file_is_refused_naming_it(tmp_path: Path) -> None:
