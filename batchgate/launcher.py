@@ -25,6 +25,7 @@ from batchgate.gateway import launcher as envoy_launcher
 from batchgate.health import grpc_serving, internal_channel
 from batchgate.services.common import authz
 from batchgate.services.common.config import Settings
+from batchgate.services.common.setting_checks import SettingError
 
 STOP_TIMEOUT_S = 20.0
 CORE_SERVICES = ("ingest", "scheduler", "results")
@@ -178,11 +179,70 @@ class Stack:
         self.children.clear()
 
 
+class StartError(RuntimeError):
+    """A child of the stack exited, or did not get ready, before the stack was up."""
+
+
+@dataclass(frozen=True)
+class Port:
+    """A port `batchgate up` listens on: the setting it comes from, and who listens."""
+
+    setting: str
+    number: int
+    host: str
+    listener: str
+
+
+def local_ports(settings: Settings) -> list[Port]:
+    """Every port the whole stack on this host listens on (`Stack.start_all`)."""
+    s = settings
+    ports = [
+        Port("port", s.port, s.host, "Envoy"),
+        Port("envoy_admin_port", s.envoy_admin_port, s.envoy_admin_host, "Envoy's admin"),
+        *(Port(f"{name}_port", getattr(s, f"{name}_port"), s.host, name) for name in CORE_SERVICES),
+        *(Port("executor_port", s.executor_port + i, s.host, f"executor {i}") for i in range(s.executors)),
+    ]
+    if s.uses_simulator:
+        ports.append(Port("simulator_port", s.simulator_port, s.host, "the simulated upstream"))
+    if s.metrics_port:
+        ports.append(Port("metrics_port", s.metrics_port, s.metrics_host, "the services' metrics"))
+        ports += [
+            Port("metrics_port", s.metrics_port + 1 + i, s.metrics_host, f"executor {i}'s metrics")
+            for i in range(s.executors)
+        ]
+    return ports
+
+
+def check_ports(settings: Settings) -> None:
+    """Refuse to start on a port two listeners would share (`SettingError`) or one that
+    something else already holds (`StartError`), before any child starts: naming the setting
+    beats a child's bind traceback and a half-started stack."""
+    taken: dict[int, Port] = {}
+    for port in local_ports(settings):
+        env = Settings.__dataclass_fields__[port.setting].metadata["env"]
+        first = taken.setdefault(port.number, port)
+        if first is not port:
+            raise SettingError(
+                port.setting,
+                env,
+                f"{port.listener} would listen on {port.number}, {first.listener}'s port too",
+            )
+        with socket.socket(socket.AF_INET6 if ":" in port.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the listeners do
+            try:
+                probe.bind((port.host, port.number))
+            except OSError as exc:
+                raise StartError(
+                    f"{port.listener} cannot listen on {port.host}:{port.number} ({exc.strerror}); "
+                    f"is another stack running? Change {port.setting} ({env}) or stop what holds it"
+                ) from None
+
+
 def _check_alive(stack: Stack) -> None:
     dead = stack.dead_children()
     if dead:
         names = ", ".join(f"{c.name} (exit {c.process.returncode})" for c in dead if c.process)
-        raise RuntimeError(f"stopped while starting: {names}")
+        raise StartError(f"stopped while starting: {names}")
 
 
 def _wait_grpc_health(target: str, service: str, deadline: float, stack: Stack) -> None:
@@ -195,7 +255,7 @@ def _wait_grpc_health(target: str, service: str, deadline: float, stack: Stack) 
             if grpc_serving(channel, timeout_s=1.0):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{target} did not become healthy")
+                raise StartError(f"{target} did not become healthy")
             time.sleep(0.1)
 
 
@@ -205,5 +265,5 @@ def _wait_tcp(port: int, deadline: float, stack: Stack) -> None:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0):
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"port {port} did not open")
+            raise StartError(f"port {port} did not open")
         time.sleep(0.1)

@@ -197,7 +197,7 @@ def cmd_health(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    from batchgate.launcher import Stack
+    from batchgate.launcher import Stack, StartError, check_ports
     from batchgate.services.common import auth
 
     overrides = {
@@ -207,6 +207,10 @@ def cmd_up(args: argparse.Namespace) -> None:
         overrides["BATCHGATE_CONFIG"] = str(Path(args.config).resolve())
     os.environ.update(overrides)
     settings = load_settings()
+    try:
+        check_ports(settings)
+    except StartError as exc:
+        raise CommandError(ExitCode.OTHER, str(exc)) from None
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     issued = admin.ensure_certs(settings)
     if issued:
@@ -228,7 +232,10 @@ def cmd_up(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         stack.start_all()
-        stack.wait_ready()
+        try:
+            stack.wait_ready()
+        except StartError as exc:
+            raise CommandError(ExitCode.OTHER, f"{exc}: see its output above") from None
         upstream = (
             f"simulated upstream on :{settings.simulator_port}"
             if settings.uses_simulator

@@ -3,12 +3,17 @@ on stderr and exit 2, for every kind of verb, before anything starts."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,6 +127,41 @@ def test_up_refuses_a_bad_setting_before_it_starts_anything(
     assert not data_dir.exists()
 
 
+def test_up_refuses_two_listeners_on_one_port_before_it_starts_anything(tmp_path: Path) -> None:
+    """The simulator on Envoy's port used to fail to bind after the rest had started, and `up`
+    ended with a traceback."""
+    data_dir = tmp_path / "data"
+    ports = _own_ports(data_dir)
+    run = _starting_verb("up", env={**ports, "BATCHGATE_SIMULATOR_PORT": ports["BATCHGATE_PORT"]})
+    port = ports["BATCHGATE_PORT"]
+    problem = f"the simulated upstream would listen on {port}, Envoy's port too"
+    _refused(run, "simulator_port", "BATCHGATE_SIMULATOR_PORT", problem)
+    assert not data_dir.exists()
+
+
+def test_up_refuses_a_port_something_else_holds_naming_its_setting(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    ports = _own_ports(data_dir)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", int(ports["BATCHGATE_INGEST_PORT"])))
+        holder.listen()
+        run = _starting_verb("up", env=ports)
+    assert run.returncode == ExitCode.OTHER, run.stderr
+    assert run.stderr.splitlines() == [
+        f"error: ingest cannot listen on 127.0.0.1:{ports['BATCHGATE_INGEST_PORT']} "
+        "(Address already in use); "
+        "is another stack running? Change ingest_port (BATCHGATE_INGEST_PORT) or stop what holds it"
+    ]
+    assert not data_dir.exists()
+
+
+def test_settings_that_conflict_stop_a_verb_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = {"BATCHGATE_EXECUTOR_PORT": "65535", "BATCHGATE_EXECUTORS": "2"}
+    run = run_cli("keys", "list", env={"BATCHGATE_DATA_DIR": str(tmp_path / "data"), **env}, timeout_s=60)
+    problem = "2 executors listen on 65535 to 65536 (executor_port+N), past 65535"
+    _refused(run, "executors", "BATCHGATE_EXECUTORS", problem)
+
+
 @pytest.mark.parametrize("verb", [("up",), ("serve", "scheduler")])
 def test_a_negative_retention_is_refused_at_startup(tmp_path: Path, verb: tuple[str, ...]) -> None:
     """-1 days made every ended batch due at once: the first retention pass purged them all."""
@@ -160,3 +200,26 @@ def test_an_infinite_amount_is_refused_like_a_negative_one(tmp_path: Path, verb:
     run = run_cli(*verb, env={"BATCHGATE_DATA_DIR": str(tmp_path / "data")}, timeout_s=60)
     assert run.returncode == ExitCode.INVALID, run.stdout + run.stderr
     assert "0 or more" in run.stderr and "(a finite amount)" in run.stderr
+
+
+def test_an_infinite_budget_stored_before_it_was_refused_lists_as_no_budget(tmp_path: Path) -> None:
+    """`keys list --json` printed `"budget_usd": Infinity`, which no JSON parser reads."""
+    from batchgate.admin_cli import with_db
+    from batchgate.services.common import auth
+    from batchgate.services.common.loading import load_settings
+
+    env = {"BATCHGATE_DATA_DIR": str(tmp_path / "data")}
+    created = run_cli("keys", "create", "--name", "old", env=env, timeout_s=60)
+    assert created.returncode == ExitCode.OK, created.stderr
+    key_id = json.loads(run_cli("keys", "list", "--json", env=env, timeout_s=60).stdout)["id"]
+
+    async def store_infinity(db: Any) -> None:
+        assert await auth.set_key_budget(db, key_id, math.inf)
+        project = await auth.find_project(db, "default")
+        assert project is not None and await auth.set_project_budget(db, project, math.inf)
+
+    asyncio.run(with_db(load_settings(environ=env), store_infinity))
+    listed = run_cli("keys", "list", "--json", env=env, timeout_s=60)
+    assert [json.loads(line)["budget_usd"] for line in listed.stdout.splitlines()] == [None]
+    projects = run_cli("projects", "list", env=env, timeout_s=60)
+    assert "no budget" in projects.stdout and "inf" not in projects.stdout
