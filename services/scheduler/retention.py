@@ -19,6 +19,7 @@ service writes any more.
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from batchgate.services.common.access_policy import Policy
@@ -41,6 +42,18 @@ BATCHES_PER_PASS = 200
 """Batches purged per project per pass (the next pass goes on)."""
 
 
+def _days(stored: float | None, setting: float, name: str) -> float:
+    """A project's own period, else the setting. A stored period that `projects set-policy`
+    refuses (negative, not finite) falls back to the setting: a negative one would make every
+    ended batch due at once."""
+    if stored is None:
+        return setting
+    if not (math.isfinite(stored) and stored >= 0):
+        log.warning("retention: a project's %s is %r; using the setting's %g instead", name, stored, setting)
+        return setting
+    return stored
+
+
 class Retention:
     def __init__(self, db: Database, settings: Settings) -> None:
         self._db = db
@@ -53,8 +66,8 @@ class Retention:
 
     def periods(self, policy: Policy) -> tuple[float, float]:
         """(data, bookkeeping) retention in days for a project; 0 keeps."""
-        data = self._settings.retention_days if policy.retention_days is None else policy.retention_days
-        kept = self._settings.bookkeeping_days if policy.bookkeeping_days is None else policy.bookkeeping_days
+        data = _days(policy.retention_days, self._settings.retention_days, "retention_days")
+        kept = _days(policy.bookkeeping_days, self._settings.bookkeeping_days, "bookkeeping_days")
         if data == 0:
             return 0.0, 0.0
         return data, 0.0 if kept == 0 else max(kept, data)
