@@ -49,6 +49,11 @@ def _budget(value: str) -> float | None:
     return _amount(value, "none", "a budget is a USD amount of")
 
 
+def _stored_budget(budget: float | None) -> float | None:
+    """A stored cap as listed: an infinite one (before `--budget inf` was refused) is none."""
+    return budget if budget is None or math.isfinite(budget) else None
+
+
 def _show_budget(budget: float | None) -> str:
     return "no budget" if budget is None else f"budget ${budget:g}"
 
@@ -198,7 +203,7 @@ def _print_key(row: AnyRow, as_json: bool) -> None:
     policy = Policy.from_json(row.policy)
     if as_json:
         entry = {"id": row.id, "prefix": row.key_prefix, "project": row.project_name, "name": row.name}
-        entry |= {"state": state, "created_at": row.created_at, "budget_usd": row.budget_usd}
+        entry |= {"state": state, "created_at": row.created_at, "budget_usd": _stored_budget(row.budget_usd)}
         entry |= {
             "scopes": sorted(scopes),
             "expires_at": row.expires_at,
@@ -209,7 +214,7 @@ def _print_key(row: AnyRow, as_json: bool) -> None:
     shown_scopes = "all scopes" if scopes == ALL_SCOPES else scopes_text(scopes) or "no scopes"
     print(
         f"{row.id}\t{row.key_prefix}…\t{row.project_name}\t{row.name}\t{state}\t"
-        f"{_show_budget(row.budget_usd)}\t{shown_scopes}\t{_expiry(row)}\t{policy.describe()}"
+        f"{_show_budget(_stored_budget(row.budget_usd))}\t{shown_scopes}\t{_expiry(row)}\t{policy.describe()}"
     )
 
 
@@ -305,7 +310,9 @@ def cmd_projects(args: argparse.Namespace) -> None:
             rows = await projects.all_projects(conn)
         for row in rows:
             policy = Policy.from_json(row.policy)
-            print(f"{row.id}\t{row.name}\t{_show_budget(row.budget_usd)}\t{policy.describe()}")
+            print(
+                f"{row.id}\t{row.name}\t{_show_budget(_stored_budget(row.budget_usd))}\t{policy.describe()}"
+            )
 
     async def set_budget(db: Database) -> None:
         project = await _project_or_exit(db, args.project)
