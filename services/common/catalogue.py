@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from batchgate.services.common.states import Execution
 
@@ -62,7 +63,8 @@ class ProviderConfig:
     """`openai` (OpenAI-compatible HTTP API) or `anthropic` (Messages API)."""
     base_url: str = ""
     """Up to and including the version segment, e.g. `https://api.openai.com/v1`; a provider
-    without one is refused at startup."""
+    without one, or with credentials in it (`user:password@`: use `api_key`), is refused at
+    startup."""
     api_keys: tuple[str, ...] = ()
     """Key pool, used round-robin, skipping a key while it rests after a 429 (`api_key:` for a
     single key); write `${ENV_VAR}` to keep a key out of the file."""
@@ -296,6 +298,15 @@ def _check_provider(p: ProviderConfig) -> None:
         raise ValueError("providers: a provider's name must not be empty")
     if not p.base_url:
         raise ValueError(f"provider {p.name}: base_url is required (e.g. https://api.openai.com/v1)")
+    url = urlsplit(p.base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(
+            f"provider {p.name}: base_url must be an http(s) URL, e.g. https://api.openai.com/v1"
+        )
+    if url.username is not None or url.password is not None:  # the client refuses them with a key's header
+        raise ValueError(
+            f"provider {p.name}: base_url must not hold credentials (user:password@); use api_key"
+        )
     if p.kind not in PROVIDER_KINDS:
         raise ValueError(f"provider {p.name}: kind must be openai or anthropic, not {p.kind!r}")
     if not 1 <= p.min_concurrency <= p.max_concurrency:

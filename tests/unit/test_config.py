@@ -79,40 +79,55 @@ retry: {max_attempts: 2}
     "yaml_text, message",
     [
         ("nonsense: 1\n", "unknown settings"),
-        ("providers: [{name: p, kind: grpc, base_url: x}]\n", "kind must be"),
-        ("providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: q}]\n", "unknown provider"),
+        ("providers: [{name: p, kind: grpc, base_url: 'http://x'}]\n", "kind must be"),
         (
-            "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, fallbacks: [z]}]\n",
+            "providers: [{name: p, base_url: 'http://x'}]\nmodels: [{name: m, provider: q}]\n",
+            "unknown provider",
+        ),
+        (
+            "providers: [{name: p, base_url: 'http://x'}]\n"
+            "models: [{name: m, provider: p, fallbacks: [z]}]\n",
             "unknown fallback",
         ),
         (
-            "providers: [{name: p, base_url: x}, {name: p, base_url: y}]\n",
+            "providers: [{name: p, base_url: 'http://x'}, {name: p, base_url: y}]\n",
             r"more than one provider is named \['p'\]",
         ),
         (
-            "providers: [{name: p, base_url: x}]\n"
+            "providers: [{name: p, base_url: 'http://x'}]\n"
             "models: [{name: m, provider: p}, {name: n, provider: p}, {name: m, provider: p}]\n",
             r"more than one model is named \['m'\]",
         ),
         ("retry: {max_attempts: 0}\n", "max_attempts"),
+        ("providers: [{name: p, base_url: api.openai.com/v1}]\n", "base_url must be an http\\(s\\) URL"),
+        ("providers: [{name: p, base_url: 'ftp://h/v1'}]\n", "base_url must be an http\\(s\\) URL"),
+        ("providers: [{name: p, base_url: 'http://u:pw@h/v1'}]\n", "must not hold credentials"),
         ("executor_shutdown_grace_s: 30\n", "executor_shutdown_grace_s .*must be 0 to 10"),
         ("executor_shutdown_grace_s: -1\n", "executor_shutdown_grace_s .*must be 0 to 10"),
-        ("providers: [{name: p, base_url: x, max_concurrency: 4, min_concurrency: 5}]\n", "min_concurrency"),
-        ("providers: [{name: p, base_url: x, requests_per_minute: -1}]\n", "negative"),
         (
-            "providers: [{name: a, kind: anthropic, base_url: x}]\n"
+            "providers: [{name: p, base_url: 'http://x', max_concurrency: 4, min_concurrency: 5}]\n",
+            "min_concurrency",
+        ),
+        ("providers: [{name: p, base_url: 'http://x', requests_per_minute: -1}]\n", "negative"),
+        (
+            "providers: [{name: a, kind: anthropic, base_url: 'http://x'}]\n"
             "models: [{name: m, provider: a, endpoints: [/v1/embeddings]}]\n",
             "anthropic provider serves only",
         ),
-        ("providers: [{name: p, base_url: x, batch_mode: native}]\n", "native with batch_api"),
-        ("providers: [{name: p, base_url: x, batch_api: true, batch_limit: 0}]\n", "batch_limit"),
-        ("providers: [{name: p, base_url: x, batch_api: true, batch_discount: 2}]\n", "batch_discount"),
+        ("providers: [{name: p, base_url: 'http://x', batch_mode: native}]\n", "native with batch_api"),
+        ("providers: [{name: p, base_url: 'http://x', batch_api: true, batch_limit: 0}]\n", "batch_limit"),
         (
-            "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, batch_mode: native}]\n",
+            "providers: [{name: p, base_url: 'http://x', batch_api: true, batch_discount: 2}]\n",
+            "batch_discount",
+        ),
+        (
+            "providers: [{name: p, base_url: 'http://x'}]\n"
+            "models: [{name: m, provider: p, batch_mode: native}]\n",
             "needs a provider with batch_api",
         ),
         (
-            "providers: [{name: p, base_url: x}]\nmodels: [{name: m, provider: p, batch_mode: sometimes}]\n",
+            "providers: [{name: p, base_url: 'http://x'}]\n"
+            "models: [{name: m, provider: p, batch_mode: sometimes}]\n",
             "batch_mode must be",
         ),
     ],
