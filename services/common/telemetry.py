@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import random
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -62,6 +63,10 @@ STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 """A step's own work (checking and storing a batch): milliseconds, up to minutes for a big one."""
 WAIT_BUCKETS = (*STEP_BUCKETS[:10], 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800)
 """Waiting in the queue: from an immediate lease to a batch's whole completion window (24 h)."""
+SHUTDOWN_FLUSH_S = 3.0
+"""How long a stopping process waits for its last spans and metrics to leave: the SDK's own
+limits (30 s, with retries) made a stack whose collector had gone take 20 s to stop. Only
+`shutdown` flushes: the providers' own exit hooks are off, or they would wait again."""
 _tracer_providers: dict[str, Any] = {}
 _tracers: dict[str, trace.Tracer] = {}  # one per provider: getting a tracer costs more than a span
 _meter_providers: dict[str, Any] = {}
@@ -187,7 +192,7 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-            provider = TracerProvider(resource=resource, sampler=_sampler())
+            provider = TracerProvider(resource=resource, sampler=_sampler(), shutdown_on_exit=False)
             processor = _span_processor()
             provider.add_span_processor(processor)
             _tracer_providers[service] = provider
@@ -204,19 +209,34 @@ def setup(services: Sequence[str], settings: Settings, executor_index: int = 0) 
         if readers:
             from opentelemetry.sdk.metrics import MeterProvider
 
-            _meter_providers[service] = MeterProvider(resource=resource, metric_readers=readers)
+            _meter_providers[service] = MeterProvider(
+                resource=resource, metric_readers=readers, shutdown_on_exit=False
+            )
     if traces:
         log.info("tracing %s; items sampled at %g", ", ".join(services), _item_ratio)
 
 
-def shutdown() -> None:
-    """Flush what is buffered (call on process exit)."""
-    global _prometheus_server, _prometheus_tried
-    for provider in (*_tracer_providers.values(), *_meter_providers.values()):
+def _shut(providers: Sequence[Any]) -> None:
+    for provider in providers:
         try:
             provider.shutdown()
         except Exception:  # exiting anyway: a collector that is gone must not hide the real exit
             log.warning("telemetry shutdown failed", exc_info=True)
+
+
+def shutdown(flush_s: float = SHUTDOWN_FLUSH_S) -> None:
+    """Flush what is buffered (call on process exit), for at most `flush_s`: the providers shut
+    down on a daemon thread, so an unreachable collector's retries do not hold the exit."""
+    global _prometheus_server, _prometheus_tried
+    providers = (*_tracer_providers.values(), *_meter_providers.values())
+    if providers:
+        flushing = threading.Thread(target=_shut, args=(providers,), name="telemetry-shutdown", daemon=True)
+        flushing.start()
+        flushing.join(flush_s)
+        if flushing.is_alive():
+            log.warning(
+                "telemetry: the last spans and metrics were not exported within %gs; exiting", flush_s
+            )
     _tracer_providers.clear()
     _tracers.clear()
     span_records.clear()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -182,3 +183,19 @@ def test_an_open_span_is_current_gathers_its_attributes_and_is_recorded_when_it_
     assert recorded.attributes == {"a": 2, "b": "x"} and not recorded.error
     assert spans["inner"].parent_span_id == recorded.span_id  # children of the open span
     assert spans["failed"].error and spans["failed"].parent_span_id == accept.span_id
+
+
+def test_a_stopping_process_does_not_wait_on_a_collector_that_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK's shutdown retried the last export for 10 s per signal: a stack whose collector
+    had gone took 20 s to stop, and the launcher killed it."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+    _setup(1.0, "ingest")
+    telemetry.start_item_trace("ingest", telemetry.item_attributes("batch_1", 0, "c-0"))
+    telemetry.meter("ingest").create_counter("batchgate.test.count").add(1)
+    started = time.monotonic()
+    telemetry.shutdown(flush_s=0.5)
+    assert time.monotonic() - started < 2.0
+    assert not telemetry.tracing("ingest")
