@@ -19,15 +19,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import orjson
-
 from batchgate.services.common import errors
 from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point
 from batchgate.services.common.token_usage import output_allowance
-from batchgate.services.ingest.record_texts import PROMPT_FIELDS, STRUCTURED_FIELDS
+from batchgate.services.ingest.record_texts import PROMPT_FIELDS, structured_json
 from batchgate.services.ingest.validation import Accepted
 
 PER_MILLION = 1_000_000
@@ -53,15 +51,6 @@ def _text_bytes(value: Any) -> int:
     return total
 
 
-def _json_bytes(value: Any) -> int:
-    """The length of `value`'s compact JSON (its strings' bytes where orjson refuses it, too
-    deep: the checker encodes each record with orjson, so that should not happen)."""
-    try:
-        return len(orjson.dumps(value))
-    except orjson.JSONEncodeError:
-        return _text_bytes(value)
-
-
 def estimate_input_tokens(body: dict[str, Any]) -> int:
     """Input tokens of a request body, estimated from its text (the hold's input side): every
     string under its prompt fields (`record_texts.PROMPT_FIELDS`: messages, system,
@@ -70,9 +59,7 @@ def estimate_input_tokens(body: dict[str, Any]) -> int:
     text_bytes = 0
     for field in PROMPT_FIELDS:
         text_bytes += _text_bytes(body.get(field))
-    for field in STRUCTURED_FIELDS:
-        if field in body:
-            text_bytes += _json_bytes(body[field])
+    text_bytes += sum(map(len, structured_json(body)))
     messages = body.get("messages")
     framing = TOKENS_PER_MESSAGE * (len(messages) if isinstance(messages, list) else 1)
     return math.ceil(text_bytes / BYTES_PER_TOKEN) + framing

@@ -36,7 +36,7 @@ import orjson
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.token_usage import output_allowance
-from batchgate.services.ingest.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, STRUCTURED_FIELDS
+from batchgate.services.ingest.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, structured_json
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
@@ -151,9 +151,8 @@ def input_tokens(count: Counter, body: dict[str, Any]) -> int:
     for key in PROMPT_FIELDS:
         if key in body:
             total += _messages(count, body[key]) if key in MESSAGE_FIELDS else count(_text(body[key]))
-    for key in STRUCTURED_FIELDS:
-        if key in body:
-            total += count(_text(body[key]))
+    for text in structured_json(body):
+        total += count(text.decode())
     return total
 
 

@@ -15,11 +15,16 @@ has a `role` or a `type` (a message, a content part or block, an input item): `c
 `output` (the Responses API's `function_call_output` and other tool-call outputs).
 
 Structured fields (`STRUCTURED_FIELDS`) are billed as input too, so the estimate and the hold
-count them (as their compact JSON text); they are definitions, not prompt text, and the
-guardrails leave them alone.
+count them (as their compact JSON text, `structured_json`); they are definitions, not prompt
+text, and the guardrails leave them alone.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
 
 PROMPT_FIELDS = ("messages", "system", "input", "instructions", "prompt", "suffix")
 """Top-level fields whose texts are prompt text (filtered by the guardrails, counted by the
@@ -30,3 +35,11 @@ TEXT_KEYS = ("content", "text", "output")
 """The keys of a message, part, block or item (an object with `role` or `type`) that hold text."""
 STRUCTURED_FIELDS = ("tools", "functions", "response_format", "text")
 """Top-level fields billed as input but not prompt text: tool definitions and output formats."""
+
+
+def structured_json(body: Mapping[str, Any]) -> Iterator[bytes]:
+    """The compact JSON text of each structured field `body` has, as the upstream bills it (an
+    accepted record always encodes: the record checker stored it with orjson)."""
+    for field in STRUCTURED_FIELDS:
+        if field in body:
+            yield orjson.dumps(body[field])
