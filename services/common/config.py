@@ -169,15 +169,17 @@ class Settings:
         30, "BATCHGATE_FILE_EXPIRY_DAYS", "Default lifetime of `purpose=batch` files (and output files)."
     )
     idempotency_ttl_s: float = _setting(
-        86400.0,
-        "BATCHGATE_IDEMPOTENCY_TTL_S",
-        "How long an `Idempotency-Key` answers with the batch its first create made.",
+        86400.0, "BATCHGATE_IDEMPOTENCY_TTL_S", "How long an `Idempotency-Key` answers with its first batch."
     )
     rejected_preview_max: int = _setting(
         20, "BATCHGATE_REJECTED_PREVIEW_MAX", "Rejections listed in a create's answer (all are in the file)."
     )
     grpc_max_message_bytes: int = _setting(
-        64 * MIB, "BATCHGATE_GRPC_MAX_MESSAGE_BYTES", "Largest gRPC message any service accepts or sends."
+        64 * MIB,
+        "BATCHGATE_GRPC_MAX_MESSAGE_BYTES",
+        "Largest gRPC message any service accepts or sends. Items travel between the services "
+        "several to a message, within 7/8 of this: an upstream answer past that fails its record "
+        "(`response_too_large`, not retried), and `max_record_bytes` must fit in it.",
     )
     # --- scheduling and execution --------------------------------------------------------
     executor_concurrency: int = _setting(

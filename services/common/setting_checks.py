@@ -17,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from batchgate.services.common.config import LOG_FORMATS, Settings
+from batchgate.services.common.message_budget import max_body_bytes
 from batchgate.services.common.webhook_urls import networks
 from batchgate.services.common.windows import parse_window
 
 MAX_CUSTOM_ID_COLUMN = 512  # items.custom_id
 MAX_SHUTDOWN_GRACE_S = 10.0  # an executor's drain must end within the launcher's 20 s stop limit
 MAX_GRPC_MESSAGE_BYTES = 2**31 - 1  # gRPC's channel options are C ints
+MIN_GRPC_MESSAGE_BYTES = 2 * 2**20  # a stored file is read in 1 MiB chunks (db.blobs.CHUNK_BYTES)
 DATABASE_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")  # the drivers batchgate ships
 
 
@@ -95,7 +97,9 @@ RANGES: dict[str, Bounds] = {
     "file_expiry_days": COUNT,
     "idempotency_ttl_s": DURATION,
     "rejected_preview_max": Bounds(0),
-    "grpc_max_message_bytes": Bounds(1, MAX_GRPC_MESSAGE_BYTES),
+    "grpc_max_message_bytes": Bounds(
+        MIN_GRPC_MESSAGE_BYTES, MAX_GRPC_MESSAGE_BYTES, meaning="a 1 MiB chunk of a stored file must fit"
+    ),
     "executor_concurrency": COUNT,
     "lease_max_items": COUNT,
     "lease_ttl_s": DURATION,
@@ -259,6 +263,16 @@ def _executor_metrics_ports(s: Settings) -> str | None:
     return f"{s.executors} executors scrape on {s.metrics_port + 1} to {last} (metrics_port+1+N), past 65535"
 
 
+def _record_in_a_message(s: Settings) -> str | None:
+    most = max_body_bytes(s)
+    if s.max_record_bytes <= most:
+        return None
+    return (
+        f"must fit in one gRPC message between the services: at most {most} with "
+        f"grpc_max_message_bytes {s.grpc_max_message_bytes}, not {s.max_record_bytes}"
+    )
+
+
 def _not_below(longest: str, first: str) -> Callable[[Settings], str | None]:
     def check(s: Settings) -> str | None:
         high, low = getattr(s, longest), getattr(s, first)
@@ -270,6 +284,7 @@ def _not_below(longest: str, first: str) -> Callable[[Settings], str | None]:
 CONFLICTS: tuple[tuple[str, Callable[[Settings], str | None]], ...] = (
     ("executors", _executor_ports),
     ("executors", _executor_metrics_ports),
+    ("max_record_bytes", _record_in_a_message),
     ("native_poll_max_interval_s", _not_below("native_poll_max_interval_s", "native_poll_interval_s")),
     ("webhook_retry_max_s", _not_below("webhook_retry_max_s", "webhook_retry_initial_s")),
     ("workflow_max_tokens_cap", _not_below("workflow_max_tokens_cap", "workflow_max_tokens")),

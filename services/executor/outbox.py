@@ -1,10 +1,11 @@
 """The executor's finished outcomes on their way to results.
 
-A group is sent as soon as the previous one is acknowledged (at most `result_batch_max`,
-after waiting `result_flush_ms` for company), so outcomes wait for results about one round
-trip and a `kill -9` repeats little beyond what was running upstream. A failed send is retried
-with a capped backoff; a repeat is harmless (results deduplicates by fencing token). An
-outcome leaves the outbox only once results acknowledged it.
+A group is sent as soon as the previous one is acknowledged (at most `result_batch_max`
+outcomes and one gRPC message's worth, `message_budget`, after waiting `result_flush_ms` for
+company), so outcomes wait for results about one round trip and a `kill -9` repeats little
+beyond what was running upstream. A failed send is retried with a capped backoff; a repeat is
+harmless (results deduplicates by fencing token). An outcome leaves the outbox only once
+results acknowledged it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import grpc
 
 from batchgate.internal.v1 import recorder_pb2
 from batchgate.services.common.config import Settings
+from batchgate.services.common.message_budget import fitting, message_budget
+from batchgate.services.executor.outcomes import outcome_bytes
 
 log = logging.getLogger(__name__)
 
@@ -88,11 +91,16 @@ class Outbox:
                 return False
         return True
 
+    def _oldest_group(self) -> list[recorder_pb2.Outcome]:
+        """The oldest outcomes, at most `result_batch_max` of them and a message's worth."""
+        oldest = self.pending[: self._settings.result_batch_max]
+        return oldest[: fitting(oldest, outcome_bytes, message_budget(self._settings))]
+
     async def _send_group(self) -> bool:
         """Send the oldest group of outcomes. One send at a time: a group leaves the outbox
         (and frees its slots) only once results acknowledged it."""
         async with self._sending:
-            group = self.pending[: self._settings.result_batch_max]
+            group = self._oldest_group()
             if not group:
                 return True
             try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.catalogue import ModelConfig
+from batchgate.services.common.message_budget import ENTRY_OVERHEAD
 from batchgate.services.common.token_usage import usage_of
 from batchgate.services.executor.upstream import UpstreamAnswer
 
@@ -18,13 +19,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TransportFailure:
-    """No HTTP answer: the time limit passed or the connection failed."""
+    """No HTTP answer: the time limit passed or the connection failed (retried), or no usable
+    one (`retryable` False: the same call would fail the same way)."""
 
     code: str
     message: str
+    retryable: bool = True
 
 
 Result = UpstreamAnswer | TransportFailure
+
+
+def outcome_bytes(outcome: recorder_pb2.Outcome) -> int:
+    """About what `outcome` weighs in a RecordResults message, never less (cheaper than
+    `ByteSize`, which walks every field)."""
+    return len(outcome.response_body) + 4 * len(outcome.error_message) + ENTRY_OVERHEAD
 
 
 class NotStarted(Exception):

@@ -28,7 +28,6 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -39,9 +38,10 @@ from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common import telemetry
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
 from batchgate.services.common.config import Settings
+from batchgate.services.common.message_budget import max_body_bytes
 from batchgate.services.common.token_usage import usage_of
 from batchgate.services.common.waits import sleep_unless
-from batchgate.services.executor import outcomes, spans
+from batchgate.services.executor import exchange, outcomes, spans
 from batchgate.services.executor.anthropic import AnthropicMessages
 from batchgate.services.executor.limits import AdaptiveLimit, Dispatcher, Granter, KeyPool, Lane, Slot, rank
 from batchgate.services.executor.metrics import ExecutorMetrics
@@ -165,6 +165,7 @@ class ItemRunner:
     ) -> None:
         """`granter` hands out the shared budgets of keys that have some (the scheduler's)."""
         self._settings = settings
+        self._max_answer = max_body_bytes(settings)
         self._metrics = metrics or ExecutorMetrics()
         self.dispatcher = dispatcher or Dispatcher(settings.executor_concurrency)
         self._providers: dict[str, _Provider] = {}
@@ -285,7 +286,11 @@ class ItemRunner:
                     self._metrics.tokens(model.name, provider.config.name, outcome.usage)
                     return outcome
                 last = result, model
-                if isinstance(result, UpstreamAnswer) and result.status_code not in RETRYABLE_STATUS:
+                if (
+                    result.status_code not in RETRYABLE_STATUS
+                    if isinstance(result, UpstreamAnswer)
+                    else not result.retryable
+                ):
                     return outcomes.failure(item, result, model.name, provider.config.name, calls)
                 if retry + 1 < policy.max_attempts:
                     reason = result.code if isinstance(result, TransportFailure) else str(result.status_code)
@@ -339,7 +344,9 @@ class ItemRunner:
             started = time.monotonic()
             if traced:
                 spans.carry_trace(headers)
-            answered = await self._post(provider, request, headers)
+            answered = await exchange.post(
+                provider.http(), request, headers, timeout_s=provider.timeout_s, max_answer=self._max_answer
+            )
             latency_ms = outcomes.ms_since(started)
             if isinstance(answered, TransportFailure):
                 self._observe(call, time.monotonic() - started, 0, answered.code)
@@ -364,23 +371,6 @@ class ItemRunner:
             return _Answered(answer, own_wait, latency_ms)
         finally:
             self.dispatcher.release(slot, rate_limited)
-
-    async def _post(
-        self, provider: _Provider, request: UpstreamRequest, headers: dict[str, str]
-    ) -> tuple[int, Mapping[str, str], bytes] | TransportFailure:
-        """The HTTP exchange under the provider's time limit: (status, headers, body)."""
-        try:
-            async with (
-                asyncio.timeout(provider.timeout_s),
-                provider.http().post(request.url, data=request.content, headers=headers) as response,
-            ):
-                return response.status, response.headers, await response.read()
-        except TimeoutError:
-            return TransportFailure(
-                "request_timeout", f"The upstream did not answer within {provider.timeout_s:g} s."
-            )
-        except aiohttp.ClientError as exc:
-            return TransportFailure("connection_error", f"Could not reach the upstream: {exc!r}"[:500])
 
     def _observe(self, call: _Call, seconds: float, status: int, failure: str | None) -> None:
         self._metrics.call(

@@ -13,6 +13,7 @@ from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches, files
 from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob
+from batchgate.services.common.http_bodies import http_bodies
 from batchgate.services.common.ids import file_id
 from batchgate.services.common.states import ACCEPTED_PURPOSES, LISTED_PURPOSES, BatchStatus, FilePurpose
 from batchgate.services.ingest.lookup import check_cursor, visible_file
@@ -176,9 +177,5 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
     ) -> AsyncIterator[httpbody_pb2.HttpBody]:
         async with self._db.read() as conn:
             row = await visible_file(conn, principal().project_id, request.file_id)
-        first = True
-        async for chunk in read_blob(self._db, row.blob_id):
-            yield httpbody_pb2.HttpBody(content_type=JSONL if first else "", data=chunk)
-            first = False
-        if first:  # empty output: still answer with the content type
-            yield httpbody_pb2.HttpBody(content_type=JSONL, data=b"")
+        async for body in http_bodies(read_blob(self._db, row.blob_id), JSONL):
+            yield body

@@ -24,6 +24,7 @@ from batchgate.services.common import errors
 from batchgate.services.common.caller import principal
 from batchgate.services.common.db import Database
 from batchgate.services.common.db import message_batches as store
+from batchgate.services.common.http_bodies import http_bodies
 from batchgate.services.common.jsonl import one_line
 from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FINISHED, ItemState
 from batchgate.services.common.translate.errors import to_anthropic_error
@@ -86,10 +87,8 @@ class MessageBatchResultsServicer(message_batches_pb2_grpc.MessageBatchResultsSe
                 "'processing_status' is 'ended'.",
                 "batch_not_ended",
             )
-        first = True
-        async for page in item_pages(self._db, row.id, ITEM_FINISHED):
-            data = b"".join([result_line(item) for item in page])
-            yield httpbody_pb2.HttpBody(content_type=CONTENT_TYPE if first else "", data=data)
-            first = False
-        if first:
-            yield httpbody_pb2.HttpBody(content_type=CONTENT_TYPE, data=b"")
+        pages = item_pages(self._db, row.id, ITEM_FINISHED)
+        async for body in http_bodies(
+            (b"".join(map(result_line, page)) async for page in pages), CONTENT_TYPE
+        ):
+            yield body

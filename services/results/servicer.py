@@ -16,6 +16,7 @@ from batchgate.services.common import errors, paging
 from batchgate.services.common.caller import principal
 from batchgate.services.common.db import AnyRow, Database, batches
 from batchgate.services.common.db.usage import UsageFilter
+from batchgate.services.common.http_bodies import http_bodies
 from batchgate.services.common.ids import plausible_id
 from batchgate.services.common.states import BATCH_TERMINAL, ITEM_FAILED, ITEM_FINISHED, Execution, ItemState
 from batchgate.services.results.finalize import Finalizer, item_pages
@@ -116,16 +117,10 @@ class ResultsServicer(results_pb2_grpc.ResultsServiceServicer):
                 f"Batch '{row.id}' runs on its provider's batch API: its results come when it ends.",
                 "batch_not_finished",
             )
-        first = True
         renderer = result_renderer(request.format, row)
         pages = item_pages(self._db, row.id, STATE_FILTERS[request.state], with_body=bool(request.format))
-        async for page in pages:
-            yield httpbody_pb2.HttpBody(
-                content_type="application/jsonl" if first else "", data=renderer.lines(page)
-            )
-            first = False
-        if first:
-            yield httpbody_pb2.HttpBody(content_type="application/jsonl", data=b"")
+        async for body in http_bodies((renderer.lines(page) async for page in pages), "application/jsonl"):
+            yield body
 
     async def _usage_filter(self, request: Any) -> UsageFilter:
         if request.batch_id:

@@ -20,6 +20,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
 from batchgate.services.common.db.dialect import notify
 from batchgate.services.common.faults import crash_point
+from batchgate.services.common.message_budget import ENTRY_OVERHEAD, fitting, message_budget
 from batchgate.services.common.states import BatchStatus
 from batchgate.services.common.waits import sleep_unless
 from batchgate.services.scheduler.budgets import Ask, Budgets
@@ -51,6 +52,10 @@ def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedI
         priority_tier=lease.tier,
         priority=lease.priority,
     )
+
+
+def _lease_bytes(lease: Lease) -> int:
+    return len(lease.body) + len(lease.custom_id) + ENTRY_OVERHEAD
 
 
 def _closing(stopped: Stopped) -> scheduler_pb2.ClosingBatch:
@@ -112,6 +117,7 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
                 )
             if leases:
                 crash_point("scheduler.lease.after_commit")  # leased, but the executor never hears
+                leases = await self._within_message(leases)
             remaining = deadline - time.monotonic()
             if leases or remaining <= 0 or context.done():
                 break
@@ -121,6 +127,16 @@ class SchedulerServicer(scheduler_pb2_grpc.SchedulerServiceServicer):
             items=[_leased_item(lease, tp) for lease, tp in zip(leases, traceparents, strict=True)],
             lease_ttl_ms=int(self._settings.lease_ttl_s * 1000),
         )
+
+    async def _within_message(self, leases: list[Lease]) -> list[Lease]:
+        """The leases one answer can carry (`message_budget`); the rest are queued again at once,
+        first in line for the next lease."""
+        kept = fitting(leases, _lease_bytes, message_budget(self._settings))
+        if kept < len(leases):
+            await self._queue.release(
+                [Ref(lease.batch_id, lease.index, lease.attempt) for lease in leases[kept:]]
+            )
+        return leases[:kept]
 
     def _observe(self, leases: list[Lease], executor_id: str, started_ns: int) -> list[str | None]:
         """Count the leases and record each in its item's trace, when traced; returns the

@@ -12,6 +12,8 @@ from batchgate.services.common.loading import env_fields, load_settings
 from batchgate.services.common.setting_checks import FREE_TEXT, RANGES, TEXT_CHECKS, SettingError, problem
 from tools.config_docs import CATALOGUE_BEGIN, CATALOGUE_END, README, block, catalogue_block, readme_block
 
+MIB = 2**20
+
 
 def test_readme_documents_every_setting() -> None:
     assert readme_block(README.read_text()) == block(), "run `make gen` to refresh README.md"
@@ -189,7 +191,8 @@ def test_every_numeric_setting_has_a_declared_range() -> None:
         ("BATCHGATE_AUTH_CACHE_S", "-1", "must be 0 or more .*, not -1"),
         ("BATCHGATE_REQUEST_TIMEOUT_S", "0", "must be above 0, not 0"),
         ("BATCHGATE_LEASE_WAIT_MS", "0", "must be 1 or more, not 0"),
-        ("BATCHGATE_GRPC_MAX_MESSAGE_BYTES", "4294967296", "must be 1 to 2147483647"),
+        ("BATCHGATE_GRPC_MAX_MESSAGE_BYTES", "4294967296", "must be 2097152 to 2147483647"),
+        ("BATCHGATE_GRPC_MAX_MESSAGE_BYTES", "1000000", "must be 2097152 to 2147483647 .*file must fit"),
         ("BATCHGATE_METRICS_PORT", "70000", "must be 0 to 65535 .*, not 70000"),
         # not finite
         ("BATCHGATE_RETENTION_DAYS", "inf", "must be a finite number .*, not inf"),
@@ -250,6 +253,10 @@ def test_a_bad_config_file_is_refused_naming_the_setting(
         (
             {"BATCHGATE_METRICS_PORT": "65534", "BATCHGATE_EXECUTORS": "2"},
             r"^executors \(BATCHGATE_EXECUTORS\): 2 executors scrape on 65535 to 65536 .*past 65535$",
+        ),
+        (
+            {"BATCHGATE_GRPC_MAX_MESSAGE_BYTES": str(4 * MIB), "BATCHGATE_MAX_RECORD_BYTES": str(4 * MIB)},
+            r"^max_record_bytes \(.*\): must fit in one gRPC message between the services: at most 3668992 ",
         ),
         (
             {"BATCHGATE_NATIVE_POLL_INTERVAL_S": "60", "BATCHGATE_NATIVE_POLL_MAX_INTERVAL_S": "30"},
