@@ -9,7 +9,8 @@
 -- On the Message Batches routes it also passes the request's own scheme and Host as
 -- `x-bg-origin`, so a batch's `results_url` can point back at this gateway.
 -- Requests that arrived as native gRPC are left alone (their clients read the gRPC status).
--- MAX_JSON_BODY_BYTES and MAX_MESSAGE_BATCH_BYTES are defined by gateway/render.py above this text.
+-- MAX_JSON_BODY_BYTES, MAX_MESSAGE_BATCH_BYTES and the *_MESSAGE texts are defined by
+-- gateway/render.py above this text.
 
 local function json_string(s)
   s = string.gsub(s, '[%c"\\]', function(c) return string.format("\\u%04x", string.byte(c)) end)
@@ -25,7 +26,7 @@ end
 local ANTHROPIC_TYPES = {["400"] = "invalid_request_error", ["401"] = "authentication_error",
   ["402"] = "billing_error", ["403"] = "permission_error", ["404"] = "not_found_error",
   ["409"] = "conflict_error", ["413"] = "request_too_large", ["429"] = "rate_limit_error",
-  ["500"] = "api_error", ["529"] = "overloaded_error"}
+  ["500"] = "api_error", ["504"] = "timeout_error", ["529"] = "overloaded_error"}
 
 local function anthropic_envelope(status, message)
   local error_type = ANTHROPIC_TYPES[status]
@@ -100,6 +101,22 @@ function envoy_on_request(request_handle)
   end
 end
 
+-- A 5xx without the API's envelope, in the words and codes of Envoy's own 5xx (local_reply_config
+-- in envoy.yaml.tmpl): its grpc-message is a library's or an uncaught exception's text ("Unexpected
+-- <class ...>"), nothing a client can act on. Anthropic's 503 is 529 overloaded_error, as the
+-- services answer it (services/common/anthropic_errors.py).
+local function server_failure(status, anthropic)
+  local message, code = SERVER_ERROR_MESSAGE, "server_error"
+  if status == 503 then
+    message, code = UNAVAILABLE_MESSAGE, "service_unavailable"
+    if anthropic then status = 529 end
+  elseif status == 504 then
+    message, code = TIMEOUT_MESSAGE, "service_timeout"
+  end
+  if anthropic then return tostring(status), anthropic_envelope(tostring(status), message) end
+  return tostring(status), envelope(message, "server_error", code)
+end
+
 -- gRPC errors that carry no OpenAI body (raised by the gRPC library, not by our handlers).
 local function fallback(h, grpc_status, anthropic)
   local message = string.gsub(h:get("grpc-message") or "", "%%(%x%x)",
@@ -109,9 +126,13 @@ local function fallback(h, grpc_status, anthropic)
     return "413", envelope("The request is too large: " .. message, "invalid_request_error", "request_too_large")
   end
   local status = tonumber(h:get(":status") or "500") or 500
+  if status < 400 or status >= 500 or grpc_status == "2" then  -- UNKNOWN is always the server's failure
+    if status < 500 then status = 500 end
+    return server_failure(status, anthropic)
+  end
   if anthropic then return tostring(status), anthropic_envelope(tostring(status), message) end
   local error_type = "invalid_request_error"
-  if status >= 500 then error_type = "server_error" elseif status == 429 then error_type = "rate_limit_error" end
+  if status == 429 then error_type = "rate_limit_error" end
   return tostring(status), envelope(message, error_type, "grpc_status_" .. grpc_status)
 end
 

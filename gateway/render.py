@@ -18,7 +18,8 @@ Envoy reaches the services over mutual TLS as identity `envoy`. Its certificate 
 bundle come through file-based SDS (`*-sds.yaml` next to the config) with watched
 directories, so replacing the files (atomically, as `batchgate certs` does) reloads them.
 Health (`grpc.health.v1`) and server reflection (v1, v1alpha) are routed to ingest, which
-describes the public API only.
+describes the public API only. Routes match gRPC requests only (`_grpc_only`): anything else on
+a method's path is 404 `unknown_url`, as on any path without a route.
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ OUTLIER_DETECTION = {
     "base_ejection_time": "5s",
     "max_ejection_percent": 50,
 }
+# What a client reads of a 5xx no service wrote (Envoy's own, or a gRPC error without the API's
+# envelope, see oai_errors.lua): the services' own words, never Envoy's or a library's.
+UNAVAILABLE_MESSAGE = "The service is temporarily unavailable. Please retry."
+TIMEOUT_MESSAGE = "The service did not answer in time."
+SERVER_ERROR_MESSAGE = "The server had an error while processing your request."
 CERT_SECRET = "batchgate_envoy_cert"
 CA_SECRET = "batchgate_ca"
 
@@ -229,7 +235,15 @@ def _cluster(name: str, addrs: list[str], settings: Settings, config_path: Path)
     return cluster
 
 
-def _route(match: dict[str, str], cluster: str, streaming: bool, read: bool) -> dict[str, Any]:
+def _grpc_only(match: dict[str, Any]) -> dict[str, Any]:
+    """`match` for gRPC requests only (content-type application/grpc…). REST calls are gRPC
+    by the time the router matches them (the transcoder rewrote path and content type); a
+    plain HTTP request to a method's path reached the service as it came and was reset (a
+    503, retried), where it must get the 404 `unknown_url` of any path without a route."""
+    return {**match, "grpc": {}}
+
+
+def _route(match: dict[str, Any], cluster: str, streaming: bool, read: bool) -> dict[str, Any]:
     route: dict[str, Any] = {
         "match": match,
         "route": {
@@ -279,6 +293,9 @@ def render(
         max_message_batch_body=max_message_batch_body_bytes(settings),
         max_request_body=max(max_json_body_bytes(settings), max_message_batch_body_bytes(settings)),
         max_response_body=settings.grpc_max_message_bytes,
+        unavailable_message=UNAVAILABLE_MESSAGE,
+        timeout_message=TIMEOUT_MESSAGE,
+        server_error_message=SERVER_ERROR_MESSAGE,
     )
     config: dict[str, Any] = yaml.safe_load(text)
     methods = public_methods(descriptor_path)
@@ -287,17 +304,21 @@ def render(
         raise ValueError(f"public services without a cluster in SERVICE_CLUSTERS: {unmapped}")
     hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     hcm["route_config"]["virtual_hosts"][0]["routes"] = [
-        _route({"path": m.path}, SERVICE_CLUSTERS[m.service], m.streaming, m.read) for m in methods
+        _route(_grpc_only({"path": m.path}), SERVICE_CLUSTERS[m.service], m.streaming, m.read)
+        for m in methods
     ] + [
         # Health checks and reflection: reads, and Watch / ServerReflectionInfo are streams.
-        _route({"prefix": f"/{service}/"}, FRONT_DOOR, streaming=True, read=True)
+        _route(_grpc_only({"prefix": f"/{service}/"}), FRONT_DOOR, streaming=True, read=True)
         for service in FRONT_DOOR_SERVICES
     ]
     panel.install(hcm)
     filters = {f["name"]: f["typed_config"] for f in hcm["http_filters"]}
     filters["envoy.filters.http.lua"]["default_source_code"]["inline_string"] = (
         f"local MAX_JSON_BODY_BYTES = {max_json_body_bytes(settings)}\n"
-        f"local MAX_MESSAGE_BATCH_BYTES = {max_message_batch_body_bytes(settings)}\n" + LUA_FILTER.read_text()
+        f"local MAX_MESSAGE_BATCH_BYTES = {max_message_batch_body_bytes(settings)}\n"
+        f'local UNAVAILABLE_MESSAGE = "{UNAVAILABLE_MESSAGE}"\n'
+        f'local TIMEOUT_MESSAGE = "{TIMEOUT_MESSAGE}"\n'
+        f'local SERVER_ERROR_MESSAGE = "{SERVER_ERROR_MESSAGE}"\n' + LUA_FILTER.read_text()
     )
     filters["envoy.filters.http.grpc_json_transcoder"]["services"] = sorted({m.service for m in methods})
     clusters = sorted(set(SERVICE_CLUSTERS.values()))

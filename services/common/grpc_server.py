@@ -6,11 +6,12 @@ as its servicer is added: `GuardingRegistry`), which checks that the
 caller's certificate identity may call the method (`authz.ALLOWED_CALLERS`, else
 PERMISSION_DENIED before anything runs), (for public services) verifies the API key and sets
 `caller.current_principal`, decodes a REST call's query string into the request (see
-`rest_input`), and turns an `ApiError` (or any unexpected exception) into a gRPC abort
-carrying the OpenAI error envelope for Envoy (see `errors`; Anthropic's envelope on the
-Anthropic-shaped services, see `anthropic_errors`). Several services can share one
-process (the embedded mode hosts ingest, scheduler and results together), each on its own
-port with its own identity.
+`rest_input`), answers a request message that does not decode with INVALID_ARGUMENT (its
+deserializer wrapped by `request_decoding`), and turns an `ApiError` (or any unexpected
+exception) into a gRPC abort carrying the OpenAI error envelope for Envoy (see `errors`;
+Anthropic's envelope on the Anthropic-shaped services, see `anthropic_errors`). Several
+services can share one process (the embedded mode hosts ingest, scheduler and results
+together), each on its own port with its own identity.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from batchgate.services.common import authz, errors, rest_input, rpc_tracing, tls
+from batchgate.services.common import authz, errors, request_decoding, rest_input, rpc_tracing, tls
 from batchgate.services.common.access_policy import require_scope
 from batchgate.services.common.anthropic_errors import in_anthropic_shape, speaks_anthropic
 from batchgate.services.common.caller import api_key_from_metadata, current_principal
@@ -132,7 +133,10 @@ class _Guard:
     def _with_query(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """A REST call's query string (moved to metadata by Envoy) decoded into `request`.
         Routes with a body (an `http_body` field) take their parameters from the body, and
-        client-streaming calls (uploads) have no single request message."""
+        client-streaming calls (uploads) have no single request message. A request that did
+        not decode (`request_decoding`) is its 400 here, once the caller has been checked."""
+        if isinstance(request, request_decoding.Undecodable):
+            raise request.error
         if (
             not self._public
             or not isinstance(request, Message)
@@ -186,7 +190,9 @@ class _Guard:
     def handler(self, found: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         """`found`, the servicer's handler of this method, running inside the guard."""
         serializers = {
-            "request_deserializer": found.request_deserializer,
+            "request_deserializer": request_decoding.guarded(
+                found.request_deserializer, found.request_streaming
+            ),
             "response_serializer": found.response_serializer,
         }
         if found.unary_unary:

@@ -8,18 +8,29 @@ executor that runs two items at a time (so a cancel or an expiry finds queued it
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc
+import httpx
 import orjson
 import pytest
+from grpc_health.v1 import health, health_pb2_grpc
 from openai.types import BatchError
 from sqlalchemy import update
 
+from batchgate.gateway import launcher as envoy_launcher
+from batchgate.services.common import tls
+from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.schema import batches
+from batchgate.services.common.loading import load_settings
 from tests.support import (
     RunningStack,
     chat_records,
@@ -169,3 +180,119 @@ def test_cancel_and_expiry_keep_finished_results_and_tell_the_webhook(
     event = orjson.loads(call.body)  # OpenAI's event: it names the batch, which holds the rest
     assert (event["type"], event["object"], event["data"]) == (f"batch.{end}", "event", {"id": batch.id})
     assert event["created_at"] >= getattr(done, f"{end}_at")
+
+
+PYTHON_WORDS = "Unexpected <class 'google.protobuf.message.DecodeError'>: Error parsing message"
+
+
+class _FailingResults(grpc.GenericRpcHandler):
+    """A results service whose every call ends as gRPC answers an exception raised outside a
+    handler: UNKNOWN, the Python class in the message, no API envelope."""
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        return grpc.unary_unary_rpc_method_handler(self._fail)
+
+    @staticmethod
+    def _fail(request: bytes, context: grpc.ServicerContext) -> bytes:
+        context.abort(grpc.StatusCode.UNKNOWN, PYTHON_WORDS)
+
+
+@contextlib.contextmanager
+def _failing_results(settings: Settings, address: str) -> Iterator[None]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)  # SERVING
+    server.add_generic_rpc_handlers((_FailingResults(),))
+    material = tls.material(settings, "results")
+    if material is None:
+        server.add_insecure_port(address)
+    else:
+        server.add_secure_port(address, tls.server_credentials(material))
+    server.start()
+    try:
+        yield
+    finally:
+        server.stop(None)
+
+
+@contextlib.contextmanager
+def _gateway(stack: RunningStack, results_addr: str, tmp: Path) -> Iterator[str]:
+    """A second Envoy with the stack's own config but for results, which it finds at
+    `results_addr`; yields its address."""
+    port = free_port()
+    env = {
+        **stack.env,
+        "BATCHGATE_PORT": str(port),
+        "BATCHGATE_ENVOY_ADMIN_PORT": str(free_port()),
+        "BATCHGATE_RESULTS_ADDRS": results_addr,
+    }
+    argv = envoy_launcher.command(load_settings(environ=env), tmp / "envoy.yaml", environ={})
+    with (tmp / "envoy.log").open("wb") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (tmp / "envoy.log").read_text()
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            assert time.monotonic() < deadline, "the second Envoy did not listen"
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _get(address: str, path: str, key: str) -> httpx.Response:
+    return httpx.get(f"http://{address}{path}", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def _server_error(answer: httpx.Response, status: int, code: str) -> None:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("application/json")
+    error = answer.json()["error"]
+    assert (error["type"], error["code"], error["param"]) == ("server_error", code, None), answer.text
+    _readable(answer.text)
+
+
+def _anthropic_error(answer: httpx.Response, status: int, error_type: str) -> None:
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert body["type"] == "error" and body["error"]["type"] == error_type, answer.text
+    _readable(answer.text)
+
+
+def _readable(text: str) -> None:
+    """No Python, gRPC or Envoy words: the services' own message for the status."""
+    assert not [word for word in ("class", "parsing", "upstream", "grpc", "reset") if word in text.lower()], (
+        text
+    )
+
+
+def test_5xx_no_service_wrote_have_the_apis_codes_and_words(
+    shared_stack: RunningStack, tmp_path: Path
+) -> None:
+    """A gRPC error without the API's envelope forwarded its text (a Python exception's, as a
+    500 `grpc_status_2`), and Envoy's own 503 (results unreachable) named Envoy's internals
+    (`code` `upstream_reset_before_response_started{…}`, type `invalid_request_error`)."""
+    usage, message_results = "/v1/usage", "/v1/messages/batches/msgbatch_x/results"
+    results_addr = f"127.0.0.1:{free_port()}"
+    with _gateway(shared_stack, results_addr, tmp_path) as gateway:
+        assert _get(gateway, "/v1/batches", shared_stack.key).status_code == 200  # ingest: the stack's own
+        with _failing_results(shared_stack.settings, results_addr):
+            _server_error(_get(gateway, usage, shared_stack.key), 500, "server_error")
+            _anthropic_error(_get(gateway, message_results, shared_stack.key), 500, "api_error")
+
+        # Nobody listens for results now: Envoy answers itself.
+        _server_error(_get(gateway, usage, shared_stack.key), 503, "service_unavailable")
+        _anthropic_error(_get(gateway, message_results, shared_stack.key), 529, "overloaded_error")
+        with grpc.insecure_channel(gateway) as channel:
+            with pytest.raises(grpc.RpcError) as caught:
+                channel.unary_unary("/batchgate.v1.ResultsService/GetUsage")(
+                    b"", metadata=(("authorization", f"Bearer {shared_stack.key}"),), timeout=30
+                )
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "service_unavailable" in (caught.value.details() or ""), caught.value.details()

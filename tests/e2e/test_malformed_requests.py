@@ -8,6 +8,7 @@ target batch's metadata unchanged. The openai SDK gets the same answers for what
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,10 @@ import httpx
 import openai
 import orjson
 import pytest
+from google.api import annotations_pb2
+from google.protobuf import descriptor_pb2
 
+from batchgate.gateway.render import DESCRIPTOR_SET
 from tests.e2e.ingest_client import footprint
 from tests.support import RunningStack, add_project, wait_for_batch
 from tools.config_docs import README as README_PATH
@@ -466,3 +470,46 @@ def test_paging_with_after_still_walks_every_page(shared_stack: RunningStack, co
     listed = [f.id for f in client.files.list(limit=1)]  # the SDK pages with after=<last id>
     assert len(listed) == len(set(listed)) >= 2
     assert [f.id for f in client.files.list(limit=1, after=listed[0]).data] == listed[1:2]
+
+
+def _routes_with_an_id() -> list[tuple[str, str, str]]:
+    """(HTTP method, path template, its id field) of every public route with an id in its path."""
+    found = []
+    for file in descriptor_pb2.FileDescriptorSet.FromString(DESCRIPTOR_SET.read_bytes()).file:
+        for service in file.service:
+            for method in service.method:
+                http = method.options.Extensions[annotations_pb2.http]
+                verb = http.WhichOneof("pattern")
+                if verb in ("get", "post", "delete", "put", "patch"):
+                    template = getattr(http, verb)
+                    found += [(verb.upper(), template, name) for name in re.findall(r"\{(\w+)\}", template)]
+    return found
+
+
+@pytest.mark.parametrize(("method", "template", "field"), _routes_with_an_id(), ids=lambda v: str(v))
+def test_an_id_that_is_not_utf8_is_a_clean_400_in_the_routes_envelope(
+    shared_stack: RunningStack, method: str, template: str, field: str
+) -> None:
+    """`%ff` in a path id reached the service as a string field of invalid UTF-8, which gRPC
+    failed to decode before any handler ran: a 500 naming Python's DecodeError."""
+    path = template.replace(f"{{{field}}}", "%ff")
+    headers = {"Authorization": f"Bearer {shared_stack.key}"}
+    body = None if method in ("GET", "DELETE") else b"{}"
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    answer = httpx.request(
+        method,
+        f"http://127.0.0.1:{shared_stack.settings.port}{path}",
+        content=body,
+        headers=headers,
+        timeout=30,
+    )
+    if path.startswith("/v1/messages/"):  # Anthropic's envelope on the Message Batches routes
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["type"] == "error"
+        error = answer.json()["error"]
+        assert error["type"] == "invalid_request_error" and f"'{field}'" in error["message"]
+        assert not [word for word in INTERNAL_WORDS if word in answer.text.lower()], answer.text
+    else:
+        error = _assert_clean_error(answer, 400, "invalid_value", field)
+        assert "UTF-8" in error["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import grpc
+import httpx
 import pytest
 from google.api import httpbody_pb2
 from google.protobuf import descriptor_pool
@@ -142,3 +143,68 @@ def test_health_on_envoys_port(shared_stack: RunningStack) -> None:
         for service in ("", "batchgate.v1.BatchService"):
             answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
             assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+NOT_UTF8 = b"\x0a\x02\xff\xfe"  # field 1, a string, holding bytes that are not UTF-8
+NOT_A_MESSAGE = b"\xff\xff\xff"
+
+
+def test_a_request_that_does_not_decode_is_invalid_argument_naming_no_python_class(
+    shared_stack: RunningStack,
+) -> None:
+    """gRPC failed to decode these before any handler ran and answered UNKNOWN, "Unexpected
+    <class 'google.protobuf.message.DecodeError'>: …" (health too; reflection INTERNAL)."""
+    metadata = (("authorization", f"Bearer {shared_stack.key}"),)
+    cases = [
+        ("/batchgate.v1.BatchService/GetBatch", NOT_UTF8, "batch_id"),
+        ("/batchgate.v1.BatchService/ListBatches", NOT_UTF8, "after"),
+        ("/batchgate.v1.MessageBatchService/GetMessageBatch", NOT_UTF8, "message_batch_id"),
+        ("/batchgate.v1.ResultsService/GetUsage", NOT_A_MESSAGE, None),
+        ("/grpc.health.v1.Health/Check", NOT_UTF8, "service"),
+    ]
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        for method, payload, field in cases:
+            call = channel.unary_unary(method)
+            with pytest.raises(grpc.RpcError) as caught:
+                call(payload, metadata=metadata, timeout=10)
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, caught.value.details())
+            details = caught.value.details() or ""
+            assert "class" not in details and "DecodeError" not in details, details
+            if field is not None:
+                assert f"'{field}'" in details and "UTF-8" in details, details
+            if method.startswith("/batchgate.v1."):
+                assert dict(caught.value.trailing_metadata())["x-oai-status"] == "400"
+
+        reflect = channel.stream_stream("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo")
+        bad_symbol = b"\x22\x02\xff\xfe"  # file_containing_symbol (4), not UTF-8
+        with pytest.raises(grpc.RpcError) as caught:
+            list(reflect(iter([bad_symbol]), timeout=10))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+        assert "file_containing_symbol" in (caught.value.details() or "")
+
+
+def test_a_plain_http_request_to_a_grpc_method_path_is_unknown_url(shared_stack: RunningStack) -> None:
+    """Such a request went to the service as it came, was reset and retried: 503 "upstream
+    connect error"; it is 404 `unknown_url`, as any path without a route, and gRPC still works."""
+    paths = [
+        "/batchgate.v1.ModelsService/ListModels",
+        "/batchgate.v1.BatchService/CreateBatch",
+        "/batchgate.v1.MessageBatchService/GetMessageBatch",
+        "/grpc.health.v1.Health/Check",
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    ]
+    headers = {"Authorization": f"Bearer {shared_stack.key}"}
+    for path in paths:
+        for content_type in ("application/json", "text/plain"):
+            answer = httpx.post(
+                f"http://127.0.0.1:{shared_stack.settings.port}{path}",
+                content=b"{}",
+                headers={**headers, "Content-Type": content_type},
+                timeout=30,
+            )
+            assert answer.status_code == 404, (path, answer.text)
+            error = answer.json()["error"]
+            assert (error["code"], error["type"]) == ("unknown_url", "invalid_request_error"), answer.text
+    with grpc.insecure_channel(shared_stack.grpc_target) as channel:
+        answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING

@@ -157,3 +157,45 @@ def test_envoy_traces_to_the_services_collector_when_they_do(tmp_path: Path, pro
         hcm = plain["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
         assert "tracing" not in hcm
         assert "otel_collector" not in {c["name"] for c in plain["static_resources"]["clusters"]}
+
+
+def test_routes_to_the_services_take_grpc_requests_only() -> None:
+    """A plain HTTP request to a method's path went to the service as it came (reset: a 503,
+    retried); it must find no route, the 404 `unknown_url` of any other path."""
+    hcm = render(load_settings(environ={}))["static_resources"]["listeners"][0]["filter_chains"][0]
+    routes = hcm["filters"][0]["typed_config"]["route_config"]["virtual_hosts"][0]["routes"]
+    to_services = [r for r in routes if "route" in r]
+    assert len(to_services) == len(public_methods()) + len(FRONT_DOOR_SERVICES)
+    for route in to_services:
+        assert route["match"].get("grpc") == {}, route["match"]
+
+
+def test_envoys_own_5xx_answers_never_carry_its_response_code_details() -> None:
+    """Every local reply of 500 and above has a mapper with the API's codes (OpenAI's routes)
+    or Anthropic's types (Message Batches routes); the default format, which names
+    %RESPONSE_CODE_DETAILS%, is left for Envoy's 4xx only."""
+    hcm = render(load_settings(environ={}))["static_resources"]["listeners"][0]["filter_chains"][0]
+    mappers = hcm["filters"][0]["typed_config"]["local_reply_config"]["mappers"]
+    codes, anthropic_types = {}, {}
+    for mapper in mappers:
+        body = mapper.get("body_format_override", {}).get("json_format", {})
+        filters = mapper["filter"].get("and_filter", {}).get("filters", [mapper["filter"]])
+        status = [f["status_code_filter"]["comparison"] for f in filters if "status_code_filter" in f]
+        if not status or status[0]["value"]["default_value"] < 500:
+            continue
+        key = (status[0]["op"], status[0]["value"]["default_value"])
+        if body.get("type") == "error":
+            anthropic_types[key] = (mapper.get("status_code"), body["error"]["type"])
+        else:
+            assert body["error"]["type"] == "server_error"
+            codes[key] = body["error"]["code"]
+    assert codes == {
+        ("EQ", 503): "service_unavailable",
+        ("EQ", 504): "service_timeout",
+        ("GE", 500): "server_error",
+    }
+    assert anthropic_types == {
+        ("EQ", 503): (529, "overloaded_error"),
+        ("EQ", 504): (None, "timeout_error"),
+        ("GE", 500): (None, "api_error"),
+    }

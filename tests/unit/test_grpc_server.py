@@ -1,18 +1,24 @@
 """Hosting a service: a port another server holds is an error, never a shared listener; a
-server's receive windows stay fixed; the stop signals are handed back when serving ends."""
+server's receive windows stay fixed; the stop signals are handed back when serving ends; a
+request that does not decode is INVALID_ARGUMENT in the API's envelope."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import signal
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2
 
-from batchgate.services.common.grpc_server import ServiceHost, run_hosts, server_options
+from batchgate.services.common.grpc_server import Registry, ServiceHost, run_hosts, server_options
 from batchgate.services.common.loading import load_settings
+from tests.support import free_port
 
 
 async def test_a_taken_port_is_refused_instead_of_shared() -> None:
@@ -57,3 +63,70 @@ def test_servers_keep_a_fixed_receive_window() -> None:
     options = dict(server_options(load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true"})))
     assert options["grpc.http2.bdp_probe"] == 0
     assert options["grpc.so_reuseport"] == 0
+
+
+async def _echo(requests: AsyncIterator[health_pb2.HealthCheckRequest], context: Any) -> AsyncIterator[Any]:
+    async for _request in requests:
+        yield health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+
+def _register_echo(registry: Registry) -> list[str]:
+    registry.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "probe.Echo",
+                {
+                    "Echo": grpc.stream_stream_rpc_method_handler(
+                        _echo,
+                        request_deserializer=health_pb2.HealthCheckRequest.FromString,
+                        response_serializer=health_pb2.HealthCheckResponse.SerializeToString,
+                    )
+                },
+            ),
+        )
+    )
+    return []
+
+
+async def test_a_request_that_does_not_decode_is_invalid_argument_without_python_words() -> None:
+    """gRPC's aio server answered a deserializer's DecodeError with UNKNOWN, "Unexpected
+    <class '…DecodeError'>": the wrapped deserializer makes it the API's 400, unary or streamed."""
+    port = free_port()
+    settings = load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true", "BATCHGATE_HOST": "127.0.0.1"})
+    stop = asyncio.Event()
+    host = ServiceHost(name="probe", port=port, register=_register_echo)
+    serving = asyncio.create_task(run_hosts([host], settings, None, stop=stop, grace_s=0))
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            await asyncio.wait_for(channel.channel_ready(), 10)
+            check = channel.unary_unary("/grpc.health.v1.Health/Check")
+            stream = channel.stream_stream("/probe.Echo/Echo")
+            cases = [
+                (check(b"\x0a\x02\xff\xfe", timeout=5), "service"),  # a string field, not UTF-8
+                (check(b"\xff\xff\xff", timeout=5), None),  # not a message at all
+                (stream(iter([b"\x0a\x01x", b"\x0a\x01\xff"]), timeout=5), "service"),
+            ]
+            for call, param in cases:
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    if isinstance(call, grpc.aio.StreamStreamCall):
+                        [_ async for _ in call]
+                    else:
+                        await call
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+                details = caught.value.details() or ""
+                assert "class" not in details and "DecodeError" not in details
+                trailers = dict(caught.value.trailing_metadata() or ())
+                error = json.loads(trailers["x-oai-error"])["error"]
+                assert (trailers["x-oai-status"], error["code"], error["param"]) == (
+                    "400",
+                    "invalid_value",
+                    param,
+                )
+            answer = await check(health_pb2.HealthCheckRequest().SerializeToString(), timeout=5)
+            assert (
+                health_pb2.HealthCheckResponse.FromString(answer).status
+                == health_pb2.HealthCheckResponse.SERVING
+            )
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 10)
