@@ -20,7 +20,24 @@ export function clearKey() {
   sessionStorage.removeItem(KEY_STORAGE);
 }
 
-/** An answer in OpenAI's error envelope (or a network failure, with status 0). */
+/**
+ * Why `key` cannot be an API key, or null. Keys are printable ASCII (`bg-` and url-safe
+ * characters), so anything else came with the copy: the `…` that ends a prefix in
+ * `batchgate keys list`, a zero-width space. Checked before sending: a header cannot carry most
+ * of them, and the browser's refusal would read like a network failure.
+ */
+export function keyProblem(key) {
+  const odd = [...(key || '')].find((c) => c < '!' || c > '~');
+  if (odd === undefined) return null;
+  const code = `U+${odd.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+  const shown = /[\p{L}\p{N}\p{P}\p{S}]/u.test(odd) ? `“${odd}” (${code})` : code;
+  return (
+    `This key contains ${shown}, a character no API key has. Paste the whole key as ` +
+    '`batchgate keys create` printed it (`keys list` shows only its start).'
+  );
+}
+
+/** An answer in OpenAI's error envelope (or a network failure: status 0, code `unreachable`). */
 export class ApiError extends Error {
   constructor(status, error) {
     super(error.message || `HTTP ${status}`);
@@ -59,7 +76,10 @@ async function api(path, { method = 'GET', json, form, raw = false } = {}) {
   try {
     response = await fetch(new URL(path, API_BASE), { method, headers, body });
   } catch {
-    throw new ApiError(0, { message: 'The gateway could not be reached.' });
+    // fetch also throws, sending nothing, when the key cannot be a header value.
+    const problem = keyProblem(getKey());
+    if (problem) throw new ApiError(0, { code: 'invalid_key_characters', message: problem });
+    throw new ApiError(0, { code: 'unreachable', message: 'The gateway could not be reached.' });
   }
   if (!response.ok) {
     const error = new ApiError(response.status, await errorOf(response));
@@ -67,6 +87,12 @@ async function api(path, { method = 'GET', json, form, raw = false } = {}) {
     throw error;
   }
   return raw ? response : response.json();
+}
+
+/** Whether asking again later may succeed: the gateway was down, busy or failing. */
+export function isTransient(err) {
+  if (!(err instanceof ApiError)) return true; // e.g. a proxy's page instead of JSON
+  return err.code === 'unreachable' || err.status === 408 || err.status === 429 || err.status >= 500;
 }
 
 function query(params) {

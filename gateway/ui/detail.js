@@ -45,11 +45,15 @@ export function renderDetail(main, batchId) {
   const files = h('section', { 'aria-labelledby': 'files-title', class: 'card' });
   const rejections = h('section', { 'aria-labelledby': 'rejections-title', class: 'card', hidden: true });
   const tags = h('section', { 'aria-labelledby': 'tags-title', class: 'card' });
+  // Two error areas: the poll's error goes once a poll succeeds, but a failed cancel or download
+  // stays until the user acts again or dismisses it (the poll runs every second).
   const problem = h('div');
+  const actionProblem = h('div');
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/batches' }, '← All batches')),
     h('div', { class: 'page-head' }, h('div', {}, heading, statusLine), actions),
     problem,
+    actionProblem,
     h('div', { class: 'grid' }, progress, usage, facts, timeline, files),
     rejections,
     tags,
@@ -61,7 +65,8 @@ export function renderDetail(main, batchId) {
   let stopped = false;
 
   function show(next) {
-    const statusChanged = !batch || batch.status !== next.status;
+    const first = !batch;
+    const statusChanged = first || batch.status !== next.status;
     batch = next;
     meter.observe(Date.now() / 1000, progressOf(batch).done);
     if (statusChanged) replace(statusLine, 'Status: ', statusBadge(batch.status));
@@ -71,11 +76,29 @@ export function renderDetail(main, batchId) {
     renderTimeline();
     renderUsage();
     renderFiles();
+    // Once, on the first answer, even when earlier polls failed: the editor keeps what the user
+    // types, and the rejected records never change.
+    if (first) {
+      renderTags();
+      renderRejections();
+    }
+  }
+
+  /** Shows a failed action's error until the next action, or the user's Dismiss. */
+  function actionFailed(message) {
+    const dismiss = h('button', { class: 'button quiet', type: 'button' }, 'Dismiss');
+    dismiss.addEventListener('click', () => {
+      replace(actionProblem);
+      main.focus(); // the button is gone: keep the focus on the page
+    });
+    replace(actionProblem, errorBox(message, dismiss));
   }
 
   async function poll() {
     try {
-      show(await getBatch(batchId));
+      const next = await getBatch(batchId);
+      if (stopped) return;
+      show(next);
       replace(problem);
     } catch (err) {
       if (stopped || (err instanceof ApiError && err.status === 401)) return;
@@ -97,11 +120,12 @@ export function renderDetail(main, batchId) {
       const question = `Cancel ${batch.id}? Queued requests are cancelled; requests already running finish and are kept.`;
       if (!window.confirm(question)) return;
       button.disabled = true;
+      replace(actionProblem);
       try {
         show(await cancelBatch(batch.id));
       } catch (err) {
         button.disabled = false;
-        replace(problem, errorBox(err.message));
+        actionFailed(err.message);
       }
     });
     replace(actions, button);
@@ -240,10 +264,11 @@ export function renderDetail(main, batchId) {
 
   async function download(button, id, filename) {
     button.disabled = true;
+    replace(actionProblem);
     try {
       await downloadFile(id, filename);
     } catch (err) {
-      replace(problem, errorBox(`Download failed: ${err.message}`));
+      actionFailed(`Download failed: ${err.message}`);
     } finally {
       button.disabled = false;
     }
@@ -306,13 +331,7 @@ export function renderDetail(main, batchId) {
     );
   }
 
-  (async () => {
-    await poll();
-    if (batch && !stopped) {
-      renderTags();
-      renderRejections();
-    }
-  })();
+  poll();
 
   return () => {
     stopped = true;

@@ -1,6 +1,7 @@
-// Asks for the API key. It is checked against the gateway, then kept in sessionStorage only.
+// Asks for the API key. It is checked (its characters here, then against the gateway), then kept
+// in sessionStorage only.
 
-import { ApiError, listModels, setKey, clearKey } from './api.js';
+import { ApiError, keyProblem, listModels, setKey, clearKey } from './api.js';
 import { h } from './dom.js';
 
 export function renderKeyForm(main, { message, onKey }) {
@@ -33,6 +34,13 @@ export function renderKeyForm(main, { message, onKey }) {
     event.preventDefault();
     const key = input.value.trim();
     if (!key) return;
+    // Said here, sending nothing: no key has such a character, so the gateway would only refuse it.
+    const problem = keyProblem(key);
+    if (problem) {
+      status.textContent = problem;
+      input.focus();
+      return;
+    }
     setKey(key);
     status.textContent = 'Checking the key…';
     try {

@@ -1,7 +1,8 @@
 // The batches page: newest first, filtered by status and by a metadata tag, paged with the
-// API's `after` cursor; it refreshes itself while a listed batch is still running.
+// API's `after` cursor; it refreshes itself while a listed batch is still running, and tries
+// again by itself while the gateway cannot answer.
 
-import { ApiError, listBatches } from './api.js';
+import { ApiError, isTransient, listBatches } from './api.js';
 import { h, replace } from './dom.js';
 import { STATUSES, formatCount, formatTime, isTerminal, progressOf } from './format.js';
 import { tagChips } from './tags.js';
@@ -10,8 +11,8 @@ import { errorBox, progressBar, statusBadge } from './widgets.js';
 const PAGE_SIZES = [10, 20, 50, 100];
 const DEFAULT_PAGE_SIZE = 20;
 const REFRESH_MS = 3000;
-// Cursors of the pages before the current one, for "Newer" (per filter set).
-let trail = { filters: '', cursors: [] };
+// After failed loads the list waits longer each time (3 s, 6 s, 12 s), up to this.
+const RETRY_MAX_MS = 15_000;
 
 /** 'team=search' → {metadata_key: 'team', metadata_value: 'search'}; 'team' → key only. */
 function tagFilter(text) {
@@ -22,12 +23,18 @@ function tagFilter(text) {
   return { metadata_key: tag.slice(0, at).trim(), metadata_value: tag.slice(at + 1).trim() };
 }
 
-function hashFor({ status, tag, limit }, after) {
+/**
+ * The route of one page. The API pages only towards older batches, so the route also carries
+ * `trail`: the cursors of the pages between the first and this one, the previous page's last.
+ * "Newer" then works from the route alone: after Back or Forward, a reload, or a copied link.
+ */
+function hashFor({ status, tag, limit }, after, trail = []) {
   const params = new URLSearchParams();
   if (status) params.set('status', status);
   if (tag) params.set('tag', tag);
   if (limit !== DEFAULT_PAGE_SIZE) params.set('limit', limit);
   if (after) params.set('after', after);
+  for (const cursor of after ? trail : []) params.append('trail', cursor);
   const search = params.toString();
   return `#/batches${search ? `?${search}` : ''}`;
 }
@@ -36,11 +43,10 @@ export function renderList(main, { params }) {
   const status = params.get('status') || '';
   const tag = params.get('tag') || '';
   const after = params.get('after') || '';
+  const trail = after ? params.getAll('trail').filter(Boolean) : [];
   const asked = Number(params.get('limit'));
   const limit = PAGE_SIZES.includes(asked) ? asked : DEFAULT_PAGE_SIZE;
   const view = { status, tag, limit };
-  const filters = `${status}\u0000${tag}\u0000${limit}`;
-  if (trail.filters !== filters) trail = { filters, cursors: [] };
 
   const statusSelect = h(
     'select',
@@ -95,18 +101,18 @@ export function renderList(main, { params }) {
 
   let timer = null;
   let stopped = false;
+  let failures = 0;
 
   async function load() {
     let page;
     try {
       page = await listBatches({ limit, after, status, ...tagFilter(tag) });
     } catch (err) {
-      if (stopped) return;
-      results.setAttribute('aria-busy', 'false');
-      if (!(err instanceof ApiError && err.status === 401)) replace(results, errorBox(err.message));
+      if (!stopped) failed(err);
       return;
     }
     if (stopped) return;
+    failures = 0;
     const focused = document.activeElement && results.contains(document.activeElement) ? document.activeElement.id : null;
     replace(results, table(page.data, status || tag), pager(page));
     results.setAttribute('aria-busy', 'false');
@@ -114,30 +120,26 @@ export function renderList(main, { params }) {
     if (page.data.some((b) => !isTerminal(b.status))) timer = setTimeout(load, REFRESH_MS);
   }
 
+  /** Shows why the list could not load; an outage is tried again until the gateway answers. */
+  function failed(err) {
+    results.setAttribute('aria-busy', 'false');
+    if (err instanceof ApiError && err.status === 401) return; // the app asks for a key again
+    if (!isTransient(err)) {
+      replace(results, errorBox(err.message));
+      return;
+    }
+    failures += 1;
+    replace(results, errorBox(`${err.message} Trying again…`));
+    timer = setTimeout(load, Math.min(REFRESH_MS * 2 ** (failures - 1), RETRY_MAX_MS));
+  }
+
   function pager(page) {
+    const olderTrail = after ? [...trail, after] : []; // the first page's cursor is none
     const newer = after
-      ? h(
-          'a',
-          {
-            class: 'button',
-            id: 'page-newer',
-            href: hashFor(view, trail.cursors.at(-1) || ''),
-            onclick: () => trail.cursors.pop(),
-          },
-          '← Newer',
-        )
+      ? h('a', { class: 'button', id: 'page-newer', href: hashFor(view, trail.at(-1), trail.slice(0, -1)) }, '← Newer')
       : null;
     const older = page.has_more
-      ? h(
-          'a',
-          {
-            class: 'button',
-            id: 'page-older',
-            href: hashFor(view, page.last_id),
-            onclick: () => trail.cursors.push(after),
-          },
-          'Older →',
-        )
+      ? h('a', { class: 'button', id: 'page-older', href: hashFor(view, page.last_id, olderTrail) }, 'Older →')
       : null;
     if (!newer && !older) return null;
     return h('nav', { class: 'pager', 'aria-label': 'Pages' }, newer, older);

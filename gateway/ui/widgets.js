@@ -33,9 +33,9 @@ export function progressBar(batch, { label, large = false } = {}) {
   );
 }
 
-/** An error message box, announced to screen readers. */
-export function errorBox(message) {
-  return h('div', { class: 'error-box', role: 'alert' }, message);
+/** An error message box, announced to screen readers; `action` (e.g. a Dismiss button) goes last. */
+export function errorBox(message, action = null) {
+  return h('div', { class: 'error-box', role: 'alert' }, message, action ? [' ', action] : null);
 }
 
 /** Rejections ({line, custom_id, code, message}) as a table; `sourceOf(line)` fills an extra column. */

@@ -2,14 +2,17 @@
 real stack: Envoy serving /ui/, the services, the simulated upstream.
 
 A user pastes a key, uploads a CSV and follows the batch to its output, cancels a running
-batch, edits tags and filters by them, pages the list, and reads the rejected records. Every
+batch, edits tags and filters by them, pages the list, and reads the rejected records. The
+gateway's outages are played by the browser failing the panel's calls (`Page.route`). Every
 page's screenshot is saved under `test-artifacts/panel/` (ignored by git). The panel calls only
 the public API, so one database kind is enough here; the API's own tests run on both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -21,10 +24,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import openai
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
 from batchgate.gateway.panel import UI_DIR
+from batchgate.services.common import auth
+from batchgate.services.common.access_policy import Scope
+from batchgate.services.common.db import Database
 from tests.support import RunningStack, add_project, chat_records, jsonl, upload, wait_for_batch
 
 pytestmark = pytest.mark.parametrize("db_kind", ["sqlite"], indirect=True)
@@ -42,6 +49,10 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "panel"
 WAIT_MS = 60_000  # deadline for anything the stack does (a noisy 2-core machine)
 PROJECT = "panel"
 PAGING_PROJECT = "panel-paging"
+READ_ONLY = "panel-read-only"  # a key of PROJECT with only `batches:read`: no cancel, no download
+PAGED_BATCHES = 25  # three pages of 10
+LIST_CALL = re.compile(r"/v1/batches\?")
+BATCH_CALL = re.compile(r"/v1/batches/[^/?]+$")
 DESKTOP = {"width": 1200, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -57,7 +68,19 @@ def stack(shared_stack: RunningStack) -> RunningStack:
     for project in (PROJECT, PAGING_PROJECT):
         if project not in shared_stack.keys:
             add_project(shared_stack, project)
+    if READ_ONLY not in shared_stack.keys:
+        shared_stack.keys[READ_ONLY] = asyncio.run(_read_only_key(shared_stack, PROJECT))
     return shared_stack
+
+
+async def _read_only_key(stack: RunningStack, project: str) -> str:
+    db = Database(stack.database_url)
+    try:
+        project_id = await auth.ensure_project(db, project)
+        scopes = frozenset({Scope.BATCHES_READ})
+        return (await auth.create_key(db, project_id, name=f"test-{READ_ONLY}", scopes=scopes)).secret
+    finally:
+        await db.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +94,7 @@ def browser(stack: RunningStack) -> Iterator[Browser]:
 
 
 class Panel:
-    """One browser tab on the panel, signed in with a project's key."""
+    """One browser tab on the panel, signed in with a project's key (`stack.keys[project]`)."""
 
     def __init__(self, page: Page, stack: RunningStack, project: str) -> None:
         self.page = page
@@ -130,15 +153,47 @@ class Panel:
         return self.page.locator("#result .card.success a.mono").inner_text()
 
 
-@pytest.fixture
-def panel(browser: Browser, stack: RunningStack) -> Iterator[Panel]:
+def _tab(browser: Browser, stack: RunningStack, project: str) -> Iterator[Panel]:
     context = browser.new_context(viewport=DESKTOP, accept_downloads=True)
-    tab = Panel(context.new_page(), stack, PROJECT)
+    tab = Panel(context.new_page(), stack, project)
     try:
         yield tab
         assert tab.problems == []
     finally:
         context.close()
+
+
+@pytest.fixture
+def panel(browser: Browser, stack: RunningStack) -> Iterator[Panel]:
+    yield from _tab(browser, stack, PROJECT)
+
+
+@pytest.fixture
+def paging_panel(browser: Browser, stack: RunningStack) -> Iterator[Panel]:
+    yield from _tab(browser, stack, PAGING_PROJECT)
+
+
+@pytest.fixture
+def read_only_panel(browser: Browser, stack: RunningStack) -> Iterator[Panel]:
+    yield from _tab(browser, stack, READ_ONLY)
+
+
+@pytest.fixture(scope="module")
+def paged_ids(stack: RunningStack) -> list[str]:
+    """PAGED_BATCHES batches of PAGING_PROJECT, newest first."""
+
+    def create(i: int) -> str:
+        body = {
+            "endpoint": "/v1/chat/completions",
+            "completion_window": "24h",
+            "requests": [{"body": chat_records(1, prefix=f"page-{i}")[0]["body"]}],
+        }
+        headers = {"Authorization": f"Bearer {stack.keys[PAGING_PROJECT]}"}
+        answer = httpx.post(f"{stack.base_url}/batches", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["id"])
+
+    return [create(i) for i in range(PAGED_BATCHES)][::-1]
 
 
 def _upload(page: Page, name: str, data: bytes, mime: str) -> None:
@@ -334,40 +389,79 @@ def test_tags_are_edited_and_filter_the_list(panel: Panel) -> None:
     panel.shot("batch-phone")
 
 
-def test_the_list_is_newest_first_and_pages(browser: Browser, stack: RunningStack) -> None:
-    def create(i: int) -> str:
-        body = {
-            "endpoint": "/v1/chat/completions",
-            "completion_window": "24h",
-            "requests": [{"body": chat_records(1, prefix=f"page-{i}")[0]["body"]}],
-        }
-        auth = {"Authorization": f"Bearer {stack.keys[PAGING_PROJECT]}"}
-        answer = httpx.post(f"{stack.base_url}/batches", json=body, headers=auth, timeout=30)
-        assert answer.status_code == 200, answer.text
-        return str(answer.json()["id"])
+def test_the_list_is_newest_first_and_pages(paging_panel: Panel, paged_ids: list[str]) -> None:
+    tab, page = paging_panel, paging_panel.page
+    tab.open("#/batches?limit=10")
+    tab.sign_in()
+    links = page.locator("table.batches tbody tr a.mono")
+    expect(links).to_have_text(paged_ids[:10])
+    tab.shot("list-page-1")
+    page.get_by_role("link", name="Older →").click()
+    expect(links).to_have_text(paged_ids[10:20])
+    page.get_by_role("link", name="Older →").click()
+    expect(links).to_have_text(paged_ids[20:])
+    expect(page.get_by_role("link", name="Older →")).to_have_count(0)
+    page.get_by_role("link", name="← Newer").click()
+    expect(links).to_have_text(paged_ids[10:20])
+    page.get_by_role("link", name="← Newer").click()
+    expect(links).to_have_text(paged_ids[:10])
+    expect(page.get_by_role("link", name="← Newer")).to_have_count(0)
 
-    ids = [create(i) for i in range(12)]
-    newest_first = ids[::-1]
-    context = browser.new_context(viewport=DESKTOP)
-    try:
-        tab = Panel(context.new_page(), stack, PAGING_PROJECT)
-        page = tab.page
-        tab.open("#/batches?limit=10")
-        tab.sign_in()
-        links = page.locator("table.batches tbody tr a.mono")
-        expect(links).to_have_count(10)
-        assert links.all_inner_texts() == newest_first[:10]
-        tab.shot("list-page-1")
-        page.get_by_role("link", name="Older →").click()
-        expect(links).to_have_count(2)
-        assert links.all_inner_texts() == newest_first[10:]
-        expect(page.get_by_role("link", name="Older →")).to_have_count(0)
-        page.get_by_role("link", name="← Newer").click()
-        expect(links).to_have_count(10)
-        assert links.all_inner_texts() == newest_first[:10]
-        assert tab.problems == []
-    finally:
-        context.close()
+
+def test_newer_follows_the_route_after_back_and_reload(paging_panel: Panel, paged_ids: list[str]) -> None:
+    """The way back to newer pages is in the route, not in the page's memory: after Back, a
+    reload or a copied link, "Newer" goes one page up."""
+    tab, page = paging_panel, paging_panel.page
+    tab.open("#/batches?limit=10")
+    tab.sign_in()
+    links = page.locator("table.batches tbody tr a.mono")
+    newer = page.get_by_role("link", name="← Newer")
+    expect(links).to_have_text(paged_ids[:10])
+    page.get_by_role("link", name="Older →").click()
+    expect(links).to_have_text(paged_ids[10:20])
+    page.get_by_role("link", name="Older →").click()
+    expect(links).to_have_text(paged_ids[20:])
+    third_page = page.url
+
+    page.go_back()
+    expect(links).to_have_text(paged_ids[10:20])
+    newer.click()
+    expect(links).to_have_text(paged_ids[:10])
+
+    page.goto(third_page)
+    expect(links).to_have_text(paged_ids[20:])
+    page.reload()
+    expect(links).to_have_text(paged_ids[20:])
+    newer.click()
+    expect(links).to_have_text(paged_ids[10:20])
+    newer.click()
+    expect(links).to_have_text(paged_ids[:10])
+
+    # A copied link, in a tab of its own: the same pages, the same way up.
+    other = Panel(page.context.new_page(), tab.stack, PAGING_PROJECT)
+    other.page.goto(third_page)
+    other.sign_in()
+    other_links = other.page.locator("table.batches tbody tr a.mono")
+    expect(other_links).to_have_text(paged_ids[20:])
+    other.page.get_by_role("link", name="← Newer").click()
+    expect(other_links).to_have_text(paged_ids[10:20])
+    other.page.get_by_role("link", name="← Newer").click()
+    expect(other_links).to_have_text(paged_ids[:10])
+    assert other.problems == []
+    assert len(third_page) < 200, third_page  # the route holds two cursors, nothing more
+
+
+def test_the_list_recovers_by_itself_after_an_outage(panel: Panel) -> None:
+    page = panel.page
+    panel.open("#/upload")
+    panel.sign_in()
+    page.route(LIST_CALL, lambda route: route.abort())  # the gateway is down
+    panel.open("#/batches")
+    results = page.locator("main .results")
+    expect(results.get_by_role("alert")).to_contain_text("could not be reached")
+    page.unroute(LIST_CALL)  # it is back: the list tries again by itself (3 s later)
+    expect(results.locator("table.batches, p.empty")).to_be_visible(timeout=10_000)
+    expect(results.get_by_role("alert")).to_have_count(0)
 
 
 def test_a_named_retried_batch_shows_its_name_and_links(panel: Panel) -> None:
@@ -447,6 +541,90 @@ def test_rejected_records_show_their_lines(panel: Panel) -> None:
     expect(page.get_by_role("alert")).to_contain_text("The batch was not created")
     expect(page.locator("#create-rejections")).to_contain_text("invalid_json_line")
     panel.shot("upload-refused")
+
+
+def test_a_batch_opened_while_the_gateway_is_down_shows_everything_once_it_is_back(panel: Panel) -> None:
+    client = panel.client
+    lines = [json.dumps(r) for r in chat_records(2, prefix="panel-offline")] + ["{not json"]
+    batch = client.batches.create(
+        input_file_id=upload(client, ("\n".join(lines) + "\n").encode()).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata={"team": "offline"},
+    )
+    wait_for_batch(client, batch.id)
+    page = panel.page
+    panel.open("#/upload")
+    panel.sign_in()
+    page.route(BATCH_CALL, lambda route: route.abort())  # the gateway is down
+    panel.open(f"#/batches/{batch.id}")
+    expect(page.get_by_role("alert")).to_contain_text("could not be reached")
+    page.unroute(BATCH_CALL)  # it is back: the next poll (1 s later) answers
+    panel.batch_status().to_have_text("completed")
+    expect(page.get_by_role("alert")).to_have_count(0)
+    expect(page.get_by_label("Tag 1 key")).to_have_value("team")
+    expect(page.get_by_role("button", name="Save tags")).to_be_visible()
+    expect(page.locator("table.rejections tbody tr")).to_have_count(1)
+    expect(page.locator("table.rejections")).to_contain_text("invalid_json_line")
+
+
+def test_a_failed_cancel_or_download_stays_shown_while_the_batch_runs(
+    read_only_panel: Panel, stack: RunningStack
+) -> None:
+    """The page polls a running batch every second; a refused action's error outlives the polls
+    and goes when the user acts again or dismisses it."""
+    owner = stack.client(PROJECT)
+    records = chat_records(2, prefix="panel-refused")
+    for record in records:
+        record["body"]["x_sim"] = {"delay_ms": 30_000}  # running for the whole test
+    batch = owner.batches.create(
+        input_file_id=upload(owner, records).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    tab, page = read_only_panel, read_only_panel.page
+    try:
+        tab.open(f"#/batches/{batch.id}")
+        tab.sign_in()
+        tab.batch_status().to_have_text("in progress")
+        alert = page.get_by_role("alert")
+
+        def outlives_two_polls(text: str) -> None:
+            expect(alert).to_have_count(1)
+            expect(alert).to_contain_text(text)
+            for _ in range(2):
+                with page.expect_response(lambda r: BATCH_CALL.search(r.url) is not None and r.ok):
+                    pass
+            expect(alert).to_have_count(1)
+            expect(alert).to_contain_text(text)
+
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Cancel batch").click()  # the key may not write: 403
+        outlives_two_polls("batches:write")
+        page.get_by_role("button", name="Download input").click()  # nor read files: 403
+        outlives_two_polls("Download failed")
+        tab.shot("batch-action-refused")
+        page.get_by_role("button", name="Dismiss").click()
+        expect(alert).to_have_count(0)
+        tab.batch_status().to_have_text("in progress")
+    finally:
+        with contextlib.suppress(openai.ConflictError):  # ended already (when the test was slow)
+            owner.batches.cancel(batch.id)
+
+
+@pytest.mark.parametrize("typed", ["bg-KehfTP…", "{key}\u200b", "bg-two words", "bg-clé"])
+def test_a_key_no_api_key_can_be_is_refused_without_asking_the_gateway(panel: Panel, typed: str) -> None:
+    """The `…` ending a prefix in `batchgate keys list`, or an invisible character picked up with
+    the copy, is named: not "the gateway could not be reached", and nothing is sent."""
+    page = panel.page
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if "/v1/" in r.url else None)
+    panel.open()
+    key_input = page.get_by_label("API key", exact=True)
+    key_input.fill(typed.format(key=panel.key))
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_role("alert")).to_contain_text("a character no API key has")
+    expect(key_input).to_be_focused()
+    assert sent == []
+    assert page.evaluate("() => sessionStorage.length") == 0
 
 
 def test_the_served_parser_is_the_locked_npm_package(stack: RunningStack, tmp_path: Path) -> None:

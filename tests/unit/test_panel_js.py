@@ -1,4 +1,5 @@
-"""The panel's JavaScript unit tests (CSV → records, formatting, rate and ETA), run with node.
+"""The panel's JavaScript unit tests (CSV → records, formatting, rate and ETA, key checks and
+which failures are retried), run with node.
 
 They import the modules the browser loads (`gateway/ui/*.js`) and the Papa Parse build the
 panel serves, so they need `make`'s `npm ci` in gateway/ui, as the panel itself does.
