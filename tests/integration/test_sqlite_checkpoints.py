@@ -9,6 +9,7 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,34 @@ def test_a_failed_checkpoint_is_logged_and_tried_again(
         assert all("Background WAL checkpoint" in record.getMessage() for record in caplog.records)
     finally:
         checkpointer.stop()
+
+
+class _StopBeforeClear(threading.Event):
+    """A wake-up event whose first `clear()` lets `stop()` run first: the interleaving in
+    which the thread cleared the stop's own wake-up."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        super().__init__()
+        self._stop = stop
+
+    def clear(self) -> None:
+        stop, self._stop = self._stop, lambda: None
+        stop()
+        super().clear()
+
+
+def test_a_stop_that_comes_just_before_the_wake_up_is_cleared_still_ends_the_thread(tmp_path: Path) -> None:
+    """`stop()` hung for good (and a test's teardown with it) when its wake-up came between the
+    thread's pause and its clear."""
+    checkpointer = Checkpointer(str(tmp_path / "db.sqlite"), SQLITE_SYNCHRONOUS)
+    stopping = checkpointer._stopping  # the interleaving needs the thread's own events
+
+    def stop_arrives() -> None:
+        stopping.set()
+        threading.Event.set(checkpointer._written)
+
+    waited_on = checkpointer._written  # the thread waits on this one already
+    checkpointer._written = _StopBeforeClear(stop_arrives)
+    waited_on.set()  # a write: the thread wakes, pauses, then clears (the stop comes first)
+    checkpointer._thread.join(timeout=5)
+    assert not checkpointer._thread.is_alive()

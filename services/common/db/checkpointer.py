@@ -60,7 +60,11 @@ class Checkpointer:
     def _run(self) -> None:
         connection: sqlite3.Connection | None = None
         try:
-            while self._written.wait() and not self._stopping.wait(INTERVAL_S):
+            # `_stopping` first: a stop that came between the pause and the clear below had its
+            # wake-up cleared, and waiting for another one hung `stop()` (and a process's exit).
+            while (
+                not self._stopping.is_set() and self._written.wait() and not self._stopping.wait(INTERVAL_S)
+            ):
                 self._written.clear()
                 connection = self._checkpoint(connection)
         finally:
