@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from batchgate.internal.v1 import items_pb2
@@ -53,10 +53,32 @@ def lowest_waiting_first(held: Iterable[Held], count: int) -> list[Held]:
 
 class StoppedBatches:
     """Batches that start no new item (cancel, expiry), remembered `STOP_MEMORY_S` for the leases
-    that raced their stop. A stop is hard (leases closed, results refused) once any was."""
+    that raced their stop. A stop is hard (leases closed, results refused) once any was.
 
-    def __init__(self) -> None:
+    Each held batch's deadline is a timer that stops it (hard, by `stop`) when it passes. The
+    scheduler announces an expiry too, but not while every scheduler is down: items leased ahead
+    then started after the deadline, and their answers were kept (hundreds of calls in a test)."""
+
+    def __init__(self, stop: Callable[[str], None]) -> None:
         self._stops: dict[str, tuple[bool, float]] = {}  # batch → (hard, when we heard)
+        self._stop = stop
+        self._deadlines: dict[str, asyncio.TimerHandle] = {}
+
+    def watch_deadline(self, batch_id: str, expires_at: float) -> None:
+        """Stop `batch_id` when `expires_at` (unix seconds; 0: none) passes; at once if it has."""
+        if not expires_at or batch_id in self._deadlines:
+            return
+        delay = expires_at - time.time()
+        timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._deadline_passed, batch_id)
+        self._deadlines[batch_id] = timer
+        if delay <= 0:
+            self._deadline_passed(batch_id)
+
+    def _deadline_passed(self, batch_id: str) -> None:
+        timer = self._deadlines.pop(batch_id, None)
+        if timer is not None:
+            timer.cancel()
+            self._stop(batch_id)
 
     def note(self, batch_id: str, hard: bool) -> None:
         now = time.monotonic()

@@ -86,7 +86,7 @@ class Executor:
 
     def __post_init__(self) -> None:
         self._held: dict[Key, Held] = {}  # every held item: waiting, running or awaiting acknowledgement
-        self._stopped = StoppedBatches()
+        self._stopped = StoppedBatches(stop=lambda batch_id: self._stop_batch(batch_id, hard=True))
         self._outbox = Outbox(self.settings, self._record, self._acknowledged)
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
@@ -195,14 +195,14 @@ class Executor:
             self._hand_back([h.ref for h in waiting])
 
     def _take(self, items: list[scheduler_pb2.LeasedItem], session: str) -> None:
-        """Start the leased items, except those of a batch that stopped meanwhile (a lease that
-        raced a cancel): handed back, or dropped when the batch's leases were closed. Items of
-        a session that ended meanwhile were taken back with it."""
+        """Start the leased items, but not a batch's that stopped or passed its deadline (handed
+        back, or dropped once its leases closed); a session that ended took its items back."""
         if session != self.executor_id:
             self._hand_back([item.ref for item in items])
             return
         refused: list[items_pb2.ItemRef] = []
         for item in items:
+            self._stopped.watch_deadline(item.ref.batch_id, item.expires_at)
             hard = self._stopped.hard(item.ref.batch_id)
             if hard is not None:
                 if not hard:

@@ -63,6 +63,7 @@ class Lease:
     tier: int
     priority: int
     batch_created_at: float
+    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class _Runnable:
     candidate: Candidate
     endpoint: str
     model: str
+    expires_at: float
 
 
 def _outranks(candidate: Candidate, outrank: tuple[int, int] | None) -> bool:
@@ -128,6 +130,7 @@ def _lease(row: Any, runnable: _Runnable) -> Lease:
         tier=candidate.tier,
         priority=candidate.priority,
         batch_created_at=candidate.created_at,
+        expires_at=runnable.expires_at,
     )
 
 
@@ -161,6 +164,7 @@ class Queue:
                 Candidate(r.id, r.project_id, r.priority_tier, r.priority, r.created_at),
                 r.endpoint,
                 r.model or "",
+                r.expires_at,
             )
             for r in rows
         }
@@ -259,6 +263,7 @@ class Queue:
                 tier=r.priority_tier,
                 priority=r.priority,
                 batch_created_at=r.created_at,
+                expires_at=r.expires_at,
             )
             for r in rows
         ]

@@ -51,6 +51,7 @@ def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedI
         project_id=lease.project_id,
         priority_tier=lease.tier,
         priority=lease.priority,
+        expires_at=lease.expires_at,
     )
 
 

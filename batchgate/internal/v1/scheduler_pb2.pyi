@@ -42,7 +42,7 @@ class Priority(_message.Message):
     def __init__(self, tier: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class LeasedItem(_message.Message):
-    __slots__ = ("ref", "custom_id", "endpoint", "model", "body", "traceparent", "project_id", "priority_tier", "priority")
+    __slots__ = ("ref", "custom_id", "endpoint", "model", "body", "traceparent", "project_id", "priority_tier", "priority", "expires_at")
     REF_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,7 @@ class LeasedItem(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_TIER_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     ref: _items_pb2.ItemRef
     custom_id: str
     endpoint: str
@@ -61,7 +62,8 @@ class LeasedItem(_message.Message):
     project_id: str
     priority_tier: int
     priority: int
-    def __init__(self, ref: _Optional[_Union[_items_pb2.ItemRef, _Mapping]] = ..., custom_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., model: _Optional[str] = ..., body: _Optional[bytes] = ..., traceparent: _Optional[str] = ..., project_id: _Optional[str] = ..., priority_tier: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
+    expires_at: float
+    def __init__(self, ref: _Optional[_Union[_items_pb2.ItemRef, _Mapping]] = ..., custom_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., model: _Optional[str] = ..., body: _Optional[bytes] = ..., traceparent: _Optional[str] = ..., project_id: _Optional[str] = ..., priority_tier: _Optional[int] = ..., priority: _Optional[int] = ..., expires_at: _Optional[float] = ...) -> None: ...
 
 class LeaseItemsResponse(_message.Message):
     __slots__ = ("items", "lease_ttl_ms")
