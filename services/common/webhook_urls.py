@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -23,6 +24,7 @@ from batchgate.services.common.config import Settings
 SCHEMES = ("http", "https")
 MAX_URL_LENGTH = 2048
 RESOLVE_TIMEOUT_S = 5.0
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -63,6 +65,8 @@ def split_url(url: str) -> tuple[str, int]:
     """(host, port) of a URL with an allowed scheme; raises RefusedUrl otherwise."""
     if len(url) > MAX_URL_LENGTH:
         raise RefusedUrl(f"The URL is longer than {MAX_URL_LENGTH} characters.")
+    if _CONTROL.search(url):
+        raise RefusedUrl("The URL must not contain control characters (such as NUL or a line break).")
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -72,7 +76,21 @@ def split_url(url: str) -> tuple[str, int]:
         raise RefusedUrl("The URL must start with http:// or https://.")
     if not parts.hostname:
         raise RefusedUrl("The URL has no host.")
+    _check_host_name(parts.hostname)
     return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def _check_host_name(host: str) -> None:
+    """RefusedUrl unless `host` is a name the resolver can take: each dot-separated label 1 to
+    63 characters (after IDNA encoding), as `getaddrinfo` checks, raising UnicodeError."""
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        reason = str(exc.__cause__ or exc)  # the codec's own reason, e.g. "label empty or too long"
+        raise RefusedUrl(
+            f"The host {host[:80]!r} is not a valid host name ({reason}); each of its dot-separated "
+            "labels must be 1 to 63 characters long."
+        ) from None
 
 
 async def allowed_addresses(url: str, allowed: Sequence[Network]) -> list[str]:
@@ -88,7 +106,7 @@ async def allowed_addresses(url: str, allowed: Sequence[Network]) -> list[str]:
         try:
             async with asyncio.timeout(RESOLVE_TIMEOUT_S):
                 infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, UnicodeError):  # UnicodeError: a name IDNA cannot encode
             raise RefusedUrl(f"The host {host!r} cannot be resolved.") from None
         addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
     refused = [a for a in addresses if not address_allowed(a, allowed)]

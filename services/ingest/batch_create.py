@@ -144,7 +144,7 @@ class BatchCreator:
         of that template. A retry passes its `lineage` (its records are inline but as large as
         a file may be)."""
         started = time.monotonic()
-        apply_defaults(self._settings, request)
+        apply_defaults(request)
         check_request(self._shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)
         options = request_options(request)

@@ -10,7 +10,6 @@ import orjson
 
 from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
-from batchgate.services.common import proto_values as pv
 from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
@@ -20,7 +19,8 @@ from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
 from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.dry_run import DryRun
-from batchgate.services.ingest.idempotency import key_from_metadata
+from batchgate.services.ingest.grpc_records import grpc_records
+from batchgate.services.ingest.idempotency import REPLAYED_HEADER, key_from_metadata
 from batchgate.services.ingest.lookup import check_cursor, visible_batch, visible_batch_and_retries
 from batchgate.services.ingest.retry import BatchRetrier
 from batchgate.services.ingest.shared_reads import SharedReads
@@ -29,7 +29,6 @@ from batchgate.services.ingest.throughput import Paces
 from batchgate.services.ingest.views import batch_message, batch_messages, batch_views
 from batchgate.v1 import batches_pb2, batches_pb2_grpc
 
-REPLAYED_HEADER = "idempotent-replayed"  # on an answer that repeats an earlier create's batch
 LISTED_STATUSES = tuple(BATCH_TRANSITIONS)  # a batch is listed once it left `validating`
 
 
@@ -69,7 +68,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
         self, request: batches_pb2.CreateBatchRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
         request, json_values = rest_input.decode_body(request, keep_json=("requests",))
-        inline = json_values.get("requests") or [pv.to_python(v) for v in request.requests]
+        inline = json_values.get("requests") or grpc_records(request.requests)
         request.ClearField("requests")  # the records travel as `inline`
         key = key_from_metadata(context.invocation_metadata() or ())
         if request.HasField("cron") or request.cron_timezone:
@@ -154,6 +153,9 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             raise errors.invalid(
                 "'metadata_value' needs 'metadata_key'.", "invalid_metadata_filter", "metadata_value"
             )
+        for name in ("metadata_key", "metadata_value"):
+            if "\x00" in getattr(request, name):  # PostgreSQL refuses NUL in text parameters
+                raise errors.invalid(f"'{name}' must not contain NUL characters.", "invalid_value", name)
         if request.template_id and not plausible_id(request.template_id):
             raise errors.invalid("'template_id' is not a template id.", "invalid_value", "template_id")
 

@@ -17,6 +17,7 @@ from batchgate.services.common.db import AnyRow
 from batchgate.services.common.states import FilePurpose
 from batchgate.services.common.windows import parse_window
 from batchgate.services.ingest.batch_shape import BatchShape
+from batchgate.services.ingest.simple_form import check_model, check_name
 from batchgate.v1 import batches_pb2
 
 MIN_OUTPUT_EXPIRY_S = 3600
@@ -38,14 +39,16 @@ class CreateOptions:
 
 
 def check_request(shape: BatchShape, request: batches_pb2.CreateBatchRequest, inline: list[Any]) -> None:
-    """The request's own fields (400 on the first bad one); `shape` says which endpoints and
-    windows its API accepts."""
+    """The request's own fields (400 on the first bad one, the endpoint first: a batch-level
+    model is checked for it); `shape` says which endpoints and windows its API accepts."""
     if request.endpoint not in shape.endpoints:
         raise errors.invalid(
             f"Unsupported endpoint {request.endpoint!r}; supported: {', '.join(shape.endpoints)}.",
             "invalid_endpoint",
             "endpoint",
         )
+    check_model(shape.settings, request)
+    check_name(request)
     if request.completion_window not in shape.windows:
         raise errors.invalid(
             f"'completion_window' must be one of {list(shape.windows)}.",
@@ -106,6 +109,8 @@ def window_seconds(window: str) -> int:
 
 
 def check_metadata(metadata: dict[str, str]) -> None:
+    """At most 16 pairs of keys up to 64 characters and values up to 512, without NUL (which
+    PostgreSQL refuses in a listing's metadata filter): 400 `invalid_metadata` otherwise."""
     if len(metadata) > METADATA_MAX_PAIRS:
         raise errors.invalid(
             f"'metadata' may hold at most {METADATA_MAX_PAIRS} pairs.", "invalid_metadata", "metadata"
@@ -117,9 +122,19 @@ def check_metadata(metadata: dict[str, str]) -> None:
                 "invalid_metadata",
                 "metadata",
             )
+        if "\x00" in key:
+            raise errors.invalid(
+                f"Metadata key {key!r} must not contain NUL characters.", "invalid_metadata", "metadata"
+            )
         if len(value) > METADATA_MAX_VALUE:
             raise errors.invalid(
                 f"Metadata value of {key!r} is longer than {METADATA_MAX_VALUE} characters.",
+                "invalid_metadata",
+                f"metadata.{key}",
+            )
+        if "\x00" in value:
+            raise errors.invalid(
+                f"Metadata value of {key!r} must not contain NUL characters.",
                 "invalid_metadata",
                 f"metadata.{key}",
             )

@@ -20,6 +20,7 @@ from batchgate.services.common.jsonl import dumps_line, one_line
 from batchgate.services.ingest.batch_shape import BatchShape, RecordCheck
 from batchgate.services.ingest.budget_holds import HoldTally
 from batchgate.services.ingest.feature_gate import needs_features
+from batchgate.services.ingest.grpc_records import NonJsonRecord
 from batchgate.services.ingest.guardrails import Guardrails, guardrails
 from batchgate.services.ingest.item_writer import ItemWriter, item_row
 from batchgate.services.ingest.simple_form import bare_record, is_bare
@@ -114,7 +115,9 @@ def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> byt
 def dumps_any_depth(value: Any) -> bytes:
     """`value` (decoded JSON) as JSON, however deep: orjson reads 1024 levels but writes only
     254, and a request too deep to write is stored as sent, for its record to be rejected alone
-    (`RecordChecker`) instead of failing the whole create."""
+    (`RecordChecker`) instead of failing the whole create. A `NonJsonRecord` is its line."""
+    if isinstance(value, NonJsonRecord):
+        return value.line
     try:
         return orjson.dumps(value)
     except orjson.JSONEncodeError as exc:

@@ -83,7 +83,7 @@ class DryRun:
         self, caller: Principal, request: batches_pb2.CreateBatchRequest, inline: list[Any]
     ) -> batches_pb2.Batch:
         """The would-be batch of `request`, with its estimate; raises what a create would."""
-        apply_defaults(self._settings, request)
+        apply_defaults(request)
         shape = openai_shape(self._settings, inline_line)
         check_request(shape, request, inline)
         await check_webhook_url(request.webhook_url, self._settings)

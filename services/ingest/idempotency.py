@@ -27,8 +27,10 @@ from google.protobuf.message import Message
 
 from batchgate.services.common import errors
 from batchgate.services.common.db import Connection, Database, IntegrityError, idempotency_keys
+from batchgate.services.ingest.grpc_records import json_default
 
 METADATA_KEY = "idempotency-key"
+REPLAYED_HEADER = "idempotent-replayed"  # "true" on an answer that repeats an earlier create's batch
 MAX_KEY_BYTES = 512
 POLL_S = 0.05
 WAIT_S = 240.0  # below Envoy's 300 s limit for unary calls
@@ -54,7 +56,7 @@ def request_hash(request: Message, inline: list[Any]) -> str:
     """`request`'s fields (its `requests` left empty) and its inline records, as one digest."""
     digest = hashlib.sha256(request.SerializeToString(deterministic=True))
     digest.update(b"\n")
-    digest.update(orjson.dumps(inline, option=orjson.OPT_SORT_KEYS))
+    digest.update(orjson.dumps(inline, option=orjson.OPT_SORT_KEYS, default=json_default))
     return digest.hexdigest()
 
 

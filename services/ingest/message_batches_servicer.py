@@ -25,7 +25,8 @@ from batchgate.services.common.states import BatchStatus
 from batchgate.services.common.translate.message_batches import BatchRefused, requests_of
 from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator
-from batchgate.services.ingest.idempotency import key_from_metadata
+from batchgate.services.ingest.grpc_records import grpc_records
+from batchgate.services.ingest.idempotency import REPLAYED_HEADER, key_from_metadata
 from batchgate.services.ingest.message_batch_views import message_batch, origin
 from batchgate.services.ingest.message_requests import batch_limits
 from batchgate.v1 import batches_pb2, message_batches_pb2, message_batches_pb2_grpc
@@ -76,7 +77,7 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         if "requests" in json_values:
             body["requests"] = json_values["requests"]
         elif typed.requests:
-            body["requests"] = [pv.to_python(v) for v in typed.requests]
+            body["requests"] = grpc_records(typed.requests)
         try:
             return requests_of(body, body_bytes=body_bytes, limits=batch_limits(self._settings))
         except BatchRefused as exc:
@@ -92,7 +93,9 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         )
         key = key_from_metadata(context.invocation_metadata() or ())
         result = await self._creator.create(principal(), create, inline, key)
-        if not result.replayed:
+        if result.replayed:
+            await context.send_initial_metadata(((REPLAYED_HEADER, "true"),))
+        else:
             await scheduler_calls.submit(self._scheduler, result.batch.id)
         return await self._answer(result.batch, context)
 

@@ -19,6 +19,7 @@ import orjson
 
 from batchgate.services.common.api_shapes import CHAT_ENDPOINT, MESSAGES_ENDPOINT, chat_target
 from batchgate.services.common.config import Settings
+from batchgate.services.common.errors import clip
 from batchgate.services.common.ids import message_batch_id
 from batchgate.services.common.jsonl import exact, one_line
 from batchgate.services.common.loading import MAX_CUSTOM_ID_COLUMN
@@ -28,9 +29,11 @@ from batchgate.services.common.translate.message_batches import (
     RejectedRequest,
     RequestChecker,
     Router,
+    echoed_custom_id,
 )
 from batchgate.services.ingest.batch_shape import BatchShape
-from batchgate.services.ingest.validation import Accepted, Rejected
+from batchgate.services.ingest.grpc_records import NonJsonNumber, NonJsonRecord, non_json_number
+from batchgate.services.ingest.validation import MAX_MESSAGE_BYTES, Accepted, Rejected
 
 ANTHROPIC_KIND = "anthropic"
 
@@ -86,7 +89,13 @@ class MessageRequestChecker:
         try:
             request = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            request = None  # lines are written from parsed JSON: cannot happen, refused anyway
+            # Lines are written from parsed JSON, or from a native gRPC request holding NaN or
+            # ±Infinity (`grpc_records`), which is rejected under its custom_id.
+            request = None
+            number = non_json_number(raw)
+            if number is not None:
+                self._index += 1
+                return _non_json(number)
         outcome = self._checker.check(self._index, request)
         self._index += 1
         if isinstance(outcome, RejectedRequest):
@@ -104,9 +113,16 @@ class MessageRequestChecker:
         )
 
 
+def _non_json(number: NonJsonNumber) -> Rejected:
+    """The rejection of a request holding NaN or ±Infinity, under the custom_id it was sent with."""
+    custom_id = number.value.get("custom_id") if isinstance(number.value, dict) else None
+    message = clip(number.message("request"), MAX_MESSAGE_BYTES)
+    return Rejected("invalid_request", message, storable_custom_id(echoed_custom_id(custom_id)))
+
+
 def _stored_line(index: int, request: Any, endpoint: str) -> bytes:
-    """A request stored as given."""
-    return one_line(orjson.dumps(request))
+    """A request stored as given (one JSON cannot represent as Python spells it)."""
+    return request.line if isinstance(request, NonJsonRecord) else one_line(orjson.dumps(request))
 
 
 def message_batch_shape(settings: Settings) -> BatchShape:

@@ -90,6 +90,8 @@ class BatchRetrier:
                 "invalid_only",
                 "only",
             )
+        if "\x00" in request.model:  # PostgreSQL refuses NUL in text parameters
+            raise errors.invalid("'model' must not contain NUL characters.", "invalid_value", "model")
         selection = selection_name(request.only, request.model)
         async with self._db.read() as conn:
             source = await visible_batch(conn, caller.project_id, request.batch_id)

@@ -26,15 +26,20 @@ NAME_MAX_CHARS = 256
 WRAPPER_KEYS = frozenset({"method", "url", "body"})
 
 
-def apply_defaults(settings: Settings, request: batches_pb2.CreateBatchRequest) -> None:
-    """Fill the defaults of a request with a batch-level model, and check the model and the
-    name (400 `model_not_found` naming `model`, 400 `invalid_name`)."""
-    if len(request.name) > NAME_MAX_CHARS:
-        raise errors.invalid(f"'name' may be at most {NAME_MAX_CHARS} characters.", "invalid_name", "name")
+def apply_defaults(request: batches_pb2.CreateBatchRequest) -> None:
+    """Fill the defaults of a request with a batch-level model (`create_checks.check_request`
+    then checks the endpoint, the model and the name)."""
     if not request.model:
         return
     request.endpoint = request.endpoint or DEFAULT_ENDPOINT
     request.completion_window = request.completion_window or DEFAULT_WINDOW
+
+
+def check_model(settings: Settings, request: batches_pb2.CreateBatchRequest) -> None:
+    """400 `model_not_found` naming `model` when the batch-level model is not offered for the
+    request's endpoint (which `check_request` has checked first)."""
+    if not request.model:
+        return
     offered = settings.model(request.model)
     if offered is None or request.endpoint not in offered.served_endpoints:
         raise errors.invalid(
@@ -42,6 +47,15 @@ def apply_defaults(settings: Settings, request: batches_pb2.CreateBatchRequest) 
             "model_not_found",
             "model",
         )
+
+
+def check_name(request: batches_pb2.CreateBatchRequest) -> None:
+    """400 `invalid_name` for a name too long to keep, or holding NUL (which PostgreSQL refuses
+    in text)."""
+    if len(request.name) > NAME_MAX_CHARS:
+        raise errors.invalid(f"'name' may be at most {NAME_MAX_CHARS} characters.", "invalid_name", "name")
+    if "\x00" in request.name:
+        raise errors.invalid("'name' must not contain NUL characters.", "invalid_name", "name")
 
 
 def is_bare(row: Any) -> bool:

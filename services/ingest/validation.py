@@ -21,6 +21,7 @@ from batchgate.services.common.seen_ids import SeenIds
 from batchgate.services.common.tool_config import CONFIG_KEY, InvalidToolConfig
 from batchgate.services.common.workflow_config import INVALID_CODE as INVALID_WORKFLOW_CODE
 from batchgate.services.common.workflow_config import WORKFLOW_KEY, InvalidWorkflow
+from batchgate.services.ingest.grpc_records import non_json_number
 from batchgate.services.ingest.tool_records import TOOL_CONFIG_CODE, check_tool_record
 from batchgate.services.ingest.workflow_records import check_workflow_record
 
@@ -89,7 +90,10 @@ class RecordChecker:
                 return self._reject(
                     "invalid_record", f"The record is nested more than 1024 levels deep. {BODY_DEPTH_RULE}"
                 )
-            return self._reject("invalid_json_line", f"The line is not valid JSON: {exc}.")
+            number = non_json_number(raw)
+            return self._reject(
+                "invalid_json_line", number.message() if number else f"The line is not valid JSON: {exc}."
+            )
         if not isinstance(record, dict):
             return self._reject("invalid_record", "Each line must be a JSON object.")
         return self._check_record(record)

@@ -11,6 +11,7 @@ a batch of the caller's project, including one deleted or purged whose usage is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,11 @@ from batchgate.v1 import results_pb2
 EVENT_ID_PREFIX = "usage_"
 EVENTS_PAGE_DEFAULT = 100
 EVENTS_PAGE_MAX = 1000
+MAX_EVENT_ID = 2**31 - 1
+"""`usage_events.id` is an INTEGER column (PostgreSQL's int4): no event has a larger id, and
+PostgreSQL refuses a larger parameter for it."""
+_EVENT_ID = re.compile(re.escape(EVENT_ID_PREFIX) + r"([1-9][0-9]*)")
+"""An event id as `event_message` spells it: ASCII digits, no sign, no leading zero."""
 
 
 def check_filter(where: UsageFilter) -> UsageFilter:
@@ -106,12 +112,21 @@ async def usage_event_page(
     async with db.read() as conn:
         number = None
         if after:
-            digits = after.removeprefix(EVENT_ID_PREFIX)
-            number = int(digits) if after.startswith(EVENT_ID_PREFIX) and digits.isdigit() else None
+            number = event_number(after)
             if number is None or not await usage.is_known(conn, where.project_id, number):
                 raise paging.unknown_cursor("usage event", after[:80])
         rows = await usage.event_page(conn, where, number, limit + 1)
     return rows[:limit], len(rows) > limit
+
+
+def event_number(event_id: str) -> int | None:
+    """The row id an event id names, when it is spelled as events are (`usage_1`, never
+    `usage_01` or other digits than ASCII ones) and within the column's range; else None."""
+    found = _EVENT_ID.fullmatch(event_id)
+    if found is None or len(found[1]) > len(str(MAX_EVENT_ID)):
+        return None
+    number = int(found[1])
+    return number if number <= MAX_EVENT_ID else None
 
 
 def _sums(sums: dict[str, Any]) -> dict[str, Any]:

@@ -107,7 +107,9 @@ class WebhookDeliverer:
                 excerpt = (await response.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
                 return response.status, f"HTTP {response.status}: {excerpt}".strip()
         except RefusedUrl as exc:
-            return None, f"refused: {exc}"
+            return None, f"refused: {exc}"[:ERROR_BODY_BYTES]
+        except ValueError as exc:  # a URL the HTTP client cannot use (stored before it was refused)
+            return None, f"unusable URL: {exc}"[:ERROR_BODY_BYTES]
         except TimeoutError:
             return None, f"no answer within {self._settings.webhook_timeout_s:g} s"
         except aiohttp.ClientError as exc:

@@ -24,6 +24,7 @@ from tests.support import (
     db_rows,
     free_port,
     fresh_database,
+    run_cli,
     running_stack,
     upload,
     wait_for_batch,
@@ -220,3 +221,36 @@ def test_the_responses_instructions_are_blocked_and_redacted(
         stack.database_url, "SELECT body FROM items WHERE batch_id = :b AND idx = 1", b=batch.id
     )
     assert orjson.loads(stored)["instructions"] == "mail [REDACTED_EMAIL]"
+
+
+def test_a_moderation_url_no_resolver_takes_is_refused_and_one_stored_fails_closed(
+    setup: tuple[RunningStack, FakeUpstream, Moderation],
+) -> None:
+    """A DNS label over 63 characters made `getaddrinfo` raise UnicodeError: the command stored
+    such a URL, and every create of the project then failed with a 500."""
+    stack, upstream, _ = setup
+    project = "mod-bad-host"
+    cli(stack, "projects", "create", project)
+    bad = "http://" + "a" * 64 + ".example/v1/moderations"
+    refused = run_cli("projects", "set-guardrails", project, "--moderation-url", bad, env=stack.env)
+    assert refused.returncode != 0 and "not a valid host name" in refused.stderr, refused.stderr
+    stored = f"http://127.0.0.1:{free_port()}/v1/moderations"
+    cli(
+        stack, "projects", "set-guardrails", project, "--moderation-url", stored,
+        "--moderation-fail", "closed", "--moderation-timeout", "2",
+    )  # fmt: skip
+    db_rows(  # as stored before the command refused such URLs
+        stack.database_url,
+        "UPDATE projects SET policy = replace(policy, :stored, :bad) WHERE name = :name",
+        stored=stored,
+        bad=bad,
+        name=project,
+    )
+    new_key(stack, project)
+    with pytest.raises(openai.BadRequestError) as caught:
+        create(stack, project, [record(f"{project}-{i}", f"{project} text {i}") for i in range(2)])
+    assert caught.value.code == "no_valid_records"
+    assert {r["message"] for r in caught.value.body["rejected_records"]} == {
+        "The record was blocked by the guardrail rule 'moderation:unavailable'."
+    }
+    assert not any(c.content.startswith(project) for c in upstream.calls())

@@ -9,6 +9,7 @@ state `rejected` without a body) and the rest of the batch runs.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -396,3 +397,224 @@ def test_a_message_batch_request_nested_too_deeply_is_errored_alone(shared_stack
     results = {r.custom_id: r.result for r in client.messages.batches.results(batch.id)}
     assert results["fine"].type == "succeeded"
     assert results["deep"].type == "errored" and "nested too deeply" in str(results["deep"]), results
+
+
+# --- the endpoint is checked before a batch-level model ------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/foo", "/v1/chat/completions/", "chat"])
+@pytest.mark.parametrize("dry_run", [False, True], ids=["create", "dry run"])
+def test_a_bad_endpoint_with_a_batch_model_is_invalid_endpoint(
+    shared_stack: RunningStack, context: Context, endpoint: str, dry_run: bool
+) -> None:
+    """With a batch-level `model` the model used to be checked against the bad endpoint first,
+    answering `model_not_found` naming `model`."""
+    before = footprint(shared_stack, context.project_id)
+    body = {"model": "gpt-4o-mini", "endpoint": endpoint, "requests": [{"messages": []}], "dry_run": dry_run}
+    error = create_batch("http", shared_stack, body, PROJECT).expect_error(400, "invalid_endpoint")
+    assert error["param"] == "endpoint"
+    assert footprint(shared_stack, context.project_id) == before
+
+
+# --- NUL in any text a request names: PostgreSQL refuses it in text ------------------------------
+
+
+@dataclass(frozen=True)
+class NulCase:
+    name: str
+    method: str
+    path: str
+    """`{batch}`, `{file}`, `{template}`: an ended batch, an input file, a recurring batch."""
+    body: dict[str, Any] | None
+    code: str
+    param: str | None
+
+
+NUL = "a\u0000b"
+SIMPLE = {"model": "gpt-4o-mini", "requests": [{"messages": [{"role": "user", "content": "nul"}]}]}
+SCHEDULED = {  # a recurring batch whose first run is years away (29 February)
+    "input_file_id": "{file}",
+    "endpoint": ENDPOINT,
+    "completion_window": "24h",
+    "cron": "0 5 29 2 *",
+}
+
+NUL_CASES = [
+    NulCase("create: name", "POST", "/batches", {**SIMPLE, "name": NUL}, "invalid_name", "name"),
+    NulCase(
+        "dry run: name", "POST", "/batches", {**SIMPLE, "name": NUL, "dry_run": True}, "invalid_name", "name"
+    ),
+    NulCase(
+        "create: metadata key",
+        "POST",
+        "/batches",
+        {**SIMPLE, "metadata": {NUL: "v"}},
+        "invalid_metadata",
+        "metadata",
+    ),
+    NulCase(
+        "create: metadata value",
+        "POST",
+        "/batches",
+        {**SIMPLE, "metadata": {"k": NUL}},
+        "invalid_metadata",
+        "metadata.k",
+    ),
+    NulCase(
+        "create: webhook_url",
+        "POST",
+        "/batches",
+        {**SIMPLE, "webhook_url": f"http://127.0.0.1:9/{NUL}"},
+        "invalid_webhook_url",
+        "webhook_url",
+    ),
+    NulCase("create: model", "POST", "/batches", {**SIMPLE, "model": NUL}, "model_not_found", "model"),
+    NulCase(
+        "create: endpoint", "POST", "/batches", {**SIMPLE, "endpoint": NUL}, "invalid_endpoint", "endpoint"
+    ),
+    NulCase("recurring: name", "POST", "/batches", {**SCHEDULED, "name": NUL}, "invalid_name", "name"),
+    NulCase(
+        "recurring: metadata",
+        "POST",
+        "/batches",
+        {**SCHEDULED, "metadata": {"k": NUL}},
+        "invalid_metadata",
+        "metadata.k",
+    ),
+    NulCase(
+        "recurring: time zone",
+        "POST",
+        "/batches",
+        {**SCHEDULED, "cron_timezone": NUL},
+        "invalid_cron_timezone",
+        "cron_timezone",
+    ),
+    NulCase(
+        "update metadata: key",
+        "POST",
+        "/batches/{batch}/metadata",
+        {"metadata": {NUL: "v"}},
+        "invalid_metadata",
+        "metadata",
+    ),
+    NulCase(
+        "update metadata: value",
+        "POST",
+        "/batches/{batch}/metadata",
+        {"metadata": {"k": NUL}},
+        "invalid_metadata",
+        "metadata.k",
+    ),
+    NulCase("retry: model", "POST", "/batches/{batch}/retry", {"model": NUL}, "invalid_value", "model"),
+    NulCase("retry: only", "POST", "/batches/{batch}/retry", {"only": NUL}, "invalid_only", "only"),
+    NulCase(
+        "list batches: metadata_key",
+        "GET",
+        "/batches?metadata_key=a%00b",
+        None,
+        "invalid_value",
+        "metadata_key",
+    ),
+    NulCase(
+        "list batches: metadata_value",
+        "GET",
+        "/batches?metadata_key=k&metadata_value=a%00b",
+        None,
+        "invalid_value",
+        "metadata_value",
+    ),
+    NulCase("list batches: status", "GET", "/batches?status=a%00b", None, "invalid_status", "status"),
+    NulCase(
+        "list batches: template_id",
+        "GET",
+        "/batches?template_id=btpl_%00",
+        None,
+        "invalid_value",
+        "template_id",
+    ),
+    NulCase("list batches: after", "GET", "/batches?after=batch_%00", None, "invalid_after", "after"),
+    NulCase("list files: purpose", "GET", "/files?purpose=a%00b", None, "invalid_purpose", "purpose"),
+    NulCase("list files: after", "GET", "/files?after=file-%00", None, "invalid_after", "after"),
+    NulCase(
+        "list templates: after", "GET", "/batch_templates?after=btpl_%00", None, "invalid_after", "after"
+    ),
+    NulCase(
+        "update template: cron", "POST", "/batch_templates/{template}", {"cron": NUL}, "invalid_cron", "cron"
+    ),
+    NulCase("usage: model", "GET", "/usage?model=a%00b", None, "invalid_value", "model"),
+    NulCase(
+        "usage events: api_key_id",
+        "GET",
+        "/usage/events?api_key_id=a%00b",
+        None,
+        "invalid_value",
+        "api_key_id",
+    ),
+    NulCase("usage events: after", "GET", "/usage/events?after=usage_%00", None, "invalid_after", "after"),
+    NulCase("results: state", "GET", "/batches/{batch}/results?state=a%00b", None, "invalid_state", "state"),
+    NulCase(
+        "message batches: after_id",
+        "GET",
+        "/messages/batches?after_id=msgbatch_%00",
+        None,
+        "invalid_request_error",
+        None,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Owned:
+    batch: str
+    file: str
+    template: str
+
+
+@pytest.fixture(scope="module")
+def owned(shared_stack: RunningStack, context: Context) -> Iterator[Owned]:
+    """An ended batch, an input file and a recurring template of the project (deleted after)."""
+    client = shared_stack.client(PROJECT)
+    answer = create_batch("http", shared_stack, SIMPLE, PROJECT)
+    wait_for_batch(client, answer.body["id"])
+    scheduled = create_batch(
+        "http", shared_stack, {**SCHEDULED, "input_file_id": context.input_file}, PROJECT
+    )
+    assert scheduled.status == 200, scheduled.body
+    yield Owned(answer.body["id"], context.input_file, scheduled.body["id"])
+    client.delete(f"/batch_templates/{scheduled.body['id']}", cast_to=object)
+
+
+def _filled(value: Any, owned: Owned) -> Any:
+    if isinstance(value, dict):
+        return {k: _filled(v, owned) for k, v in value.items()}
+    if isinstance(value, str):
+        return value.format(batch=owned.batch, file=owned.file, template=owned.template)
+    return value
+
+
+@pytest.mark.parametrize("case", NUL_CASES, ids=lambda c: c.name)
+def test_nul_in_any_request_text_is_a_400_on_every_database(
+    shared_stack: RunningStack, context: Context, owned: Owned, case: NulCase
+) -> None:
+    """PostgreSQL refuses NUL in text: every text a request names is checked before it reaches
+    a query (SQLite takes NUL, so the answer is the same 400 there), and nothing is stored."""
+    before = footprint(shared_stack, context.project_id)
+    metadata = db_rows(shared_stack.database_url, "SELECT metadata FROM batches WHERE id = :b", b=owned.batch)
+    answer = httpx.request(
+        case.method,
+        f"{shared_stack.base_url}{_filled(case.path, owned)}",
+        json=_filled(case.body, owned),
+        headers={"Authorization": f"Bearer {shared_stack.keys[PROJECT]}"},
+        timeout=60,
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    if case.path.startswith("/messages/"):  # Anthropic's envelope
+        assert error["type"] == case.code
+    else:
+        assert (error["code"], error["param"]) == (case.code, case.param), error
+    assert footprint(shared_stack, context.project_id) == before
+    assert (
+        db_rows(shared_stack.database_url, "SELECT metadata FROM batches WHERE id = :b", b=owned.batch)
+        == metadata
+    )

@@ -373,3 +373,17 @@ def test_a_deleted_message_batch_keeps_its_usage_for_its_project(shared_stack: R
         ("/usage?batch_id=msgbatch_never", "default"),
     ):
         assert usage(path, project).status_code == 404, (path, project)
+
+
+def test_a_replayed_create_answers_with_idempotent_replayed(shared_stack: RunningStack) -> None:
+    """`Idempotency-Key` works as for POST /v1/batches, whose replay says so in a header."""
+    client = sdk(shared_stack)
+    requests: Any = [{"custom_id": "r", "params": params(TRANSLATED, "replayed")}]
+    key = {"Idempotency-Key": f"msg-replay-{time.time_ns()}"}
+    first = client.messages.batches.with_raw_response.create(requests=requests, extra_headers=key)
+    assert "idempotent-replayed" not in first.headers
+    again = client.messages.batches.with_raw_response.create(requests=requests, extra_headers=key)
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert again.parse().id == first.parse().id
+    other = client.messages.batches.with_raw_response.create(requests=requests)  # no key: a new batch
+    assert "idempotent-replayed" not in other.headers and other.parse().id != first.parse().id

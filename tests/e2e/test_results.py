@@ -308,3 +308,27 @@ def test_every_line_stays_one_line_for_splitlines(shared_stack: RunningStack) ->
         assert [orjson.loads(line)["custom_id"] for line in text.splitlines()] == custom_ids, (name, text)
     (output,) = read_jsonl(client.files.content(batch.output_file_id).content)
     assert odd in output["response"]["body"]["choices"][0]["message"]["content"]  # the echo, intact
+
+
+def test_usage_events_page_after_an_event_id_only_as_it_is_spelled(shared_stack: RunningStack) -> None:
+    """`after` names an event as its `id` spells it: other digits than ASCII ones, leading
+    zeros and numbers past the id column's range are ids of no event (400, never a 500 when
+    SQLite or PostgreSQL cannot take the number)."""
+    client = shared_stack.client()
+    batch = create(client, chat_records(1, prefix="after-spelling"))
+    wait_for_batch(client, batch.id)
+    [event] = get(shared_stack, "/usage/events", batch_id=batch.id).json()["data"]
+    number = event["id"].removeprefix("usage_")
+    assert get(shared_stack, "/usage/events", batch_id=batch.id, after=event["id"]).json()["data"] == []
+    arabic_indic = number.translate({ord("0") + d: 0x0660 + d for d in range(10)})
+    for after in (
+        f"usage_0{number}",
+        f"usage_{arabic_indic}",
+        "usage_\u00b2",  # superscript two: str.isdigit() says yes, int() says no
+        "usage_2147483648",  # past PostgreSQL's int4
+        "usage_9223372036854775808",  # past SQLite's 64-bit integers
+        "usage_" + "9" * 5000,  # past Python's int() of a string
+    ):
+        answer = get(shared_stack, "/usage/events", after=after)
+        assert answer.status_code == 400, (after[:40], answer.text)
+        assert (answer.json()["error"]["code"], answer.json()["error"]["param"]) == ("invalid_after", "after")

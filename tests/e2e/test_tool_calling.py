@@ -195,3 +195,25 @@ def test_the_tool_secret_is_in_no_span_and_no_log_line(world: dict[str, Any]) ->
     for span in spans:
         assert SECRET not in json.dumps(span.attributes, default=str), span
     assert SECRET.split()[-1] not in world["stack"].logs()
+
+
+def test_a_tool_url_whose_host_no_resolver_takes_rejects_its_record_alone(world: dict[str, Any]) -> None:
+    """A DNS label over 63 characters or an empty one made `getaddrinfo` raise UnicodeError,
+    which failed the whole create with a 500."""
+    http = world["servers"]["http"]
+    records = [
+        record("long-label", {"url": "http://" + "a" * 64 + ".example/tools"}),
+        record("empty-label", {"url": "http://a..b.example/tools"}),
+        record("reachable", {"url": http.url}, rounds=1),
+    ]
+    client = world["stack"].client()
+    created = client.batches.create(
+        input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    rejected = {r["custom_id"]: r for r in created.rejected_records}
+    assert {c: (r["line"], r["code"]) for c, r in rejected.items()} == {
+        "long-label": (1, "invalid_tool_config"),
+        "empty-label": (2, "invalid_tool_config"),
+    }
+    assert all("is not a valid host name" in r["message"] for r in rejected.values())
+    assert wait_for_batch(client, created.id, timeout_s=120).request_counts.completed == 1

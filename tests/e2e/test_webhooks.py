@@ -14,7 +14,7 @@ import openai
 import orjson
 import pytest
 
-from tests.support import RunningStack, chat_records, upload, wait_for_batch
+from tests.support import RunningStack, chat_records, db_rows, upload, wait_for_batch
 from tests.webhook_receiver import WebhookReceiver, readme_verifier
 
 
@@ -154,3 +154,70 @@ def test_private_or_odd_webhook_urls_are_refused_at_create(shared_stack: Running
     assert caught.value.code == "invalid_webhook_url"
     assert caught.value.body["param"] == "webhook_url"
     assert client.batches.list(limit=1).data[0].id == before  # nothing was created
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://" + "a" * 64 + ".com/hook",  # a DNS label over 63 characters
+        "http://a..b.com/hook",  # an empty label
+        "http://127.0.0.1:9/a\x00b",  # NUL (PostgreSQL refuses it in text), on an allowed address
+        "http://127.0.0.1:9/a\nb",  # a line break, which URL parsing would drop silently
+    ],
+    ids=["long label", "empty label", "NUL", "line break"],
+)
+def test_webhook_urls_no_resolver_or_database_can_take_are_refused_at_create(
+    shared_stack: RunningStack, url: str
+) -> None:
+    client = shared_stack.client()
+    before = [b.id for b in client.batches.list(limit=1).data]
+    input_file = upload(client, chat_records(1, prefix="hook-unusable")).id
+    for dry_run in (True, False):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.batches.create(
+                input_file_id=input_file,
+                endpoint="/v1/chat/completions",
+                completion_window="24h",
+                extra_body={"webhook_url": url, "dry_run": dry_run},
+            )
+        assert caught.value.code == "invalid_webhook_url", caught.value.body
+        assert caught.value.body["param"] == "webhook_url"
+    assert [b.id for b in client.batches.list(limit=1).data] == before  # nothing was created
+
+
+def test_a_delivery_to_a_url_that_cannot_be_resolved_fails_that_attempt(
+    shared_stack: RunningStack, receiver: WebhookReceiver
+) -> None:
+    """A stored URL whose host no resolver takes (stored before such URLs were refused) fails
+    its attempt with the reason, and the delivery goes on being retried: it neither stalls
+    unrecorded nor stops the deliverer."""
+    path = receiver.fresh_path("unusable")
+    receiver.script(path, "sleep:3")  # the first attempt times out after the stack's 2 s
+    client = shared_stack.client()
+    batch = create_with_webhook(client, receiver.url(path), "hook-unusable-later")
+    wait_for_batch(client, batch.id)
+    receiver.wait_for(path, 1)
+    unusable = "http://" + "b" * 64 + ".example/hook"
+    db_rows(
+        shared_stack.database_url,
+        "UPDATE webhook_deliveries SET url = :u WHERE batch_id = :b",
+        u=unusable,
+        b=batch.id,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        (delivery,) = deliveries(shared_stack, batch.id).json()["data"]
+        finished = [a for a in delivery["attempts"] if a["finished_at"] is not None]
+        if len(finished) >= 2:
+            break
+        assert time.monotonic() < deadline, delivery
+        time.sleep(0.1)
+    second = finished[1]
+    assert second["status_code"] is None
+    assert second["error"].startswith("refused: The host") and "not a valid host name" in second["error"]
+    assert delivery["status"] == "pending" and delivery["next_attempt_at"] is not None
+    # The deliverer still works: another batch's event is delivered.
+    other = receiver.fresh_path("after-unusable")
+    fine = create_with_webhook(client, receiver.url(other), "hook-after-unusable")
+    wait_for_batch(client, fine.id)
+    assert wait_for_delivery(shared_stack, fine.id)["status"] == "delivered"

@@ -15,6 +15,7 @@ from batchgate.services.common.webhook_urls import (
     address_allowed,
     allowed_addresses,
     check_webhook_url,
+    split_url,
 )
 
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
@@ -104,3 +105,27 @@ def test_the_connection_resolver_drops_refused_addresses() -> None:
 def test_a_bad_allow_list_is_refused_at_startup() -> None:
     with pytest.raises(ValueError, match="webhook_allowed_networks"):
         load_settings(environ={"BATCHGATE_WEBHOOK_ALLOWED_NETWORKS": "10.0.0.0/33"})
+
+
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("http://" + "a" * 64 + ".example/hook", "not a valid host name"),  # label over 63 chars
+        ("http://a..b.example/hook", "not a valid host name"),  # empty label
+        ("http://.example/hook", "not a valid host name"),
+        ("http://8.8.8.8/a\x00b", "control characters"),  # PostgreSQL refuses NUL in text
+        ("http://8.8.8.8\x00/hook", "control characters"),
+        ("http://8.8.8.8/a\nb", "control characters"),  # urlsplit would drop it silently
+    ],
+)
+def test_hosts_the_resolver_cannot_take_and_control_characters_are_refused(url: str, reason: str) -> None:
+    """getaddrinfo raises UnicodeError (not OSError) for a label IDNA cannot encode."""
+    with pytest.raises(RefusedUrl, match=reason):
+        split_url(url)
+    with pytest.raises(RefusedUrl, match=reason):
+        asyncio.run(allowed_addresses(url, []))
+
+
+def test_a_trailing_dot_and_international_names_are_host_names() -> None:
+    assert split_url("https://example.com./hook") == ("example.com.", 443)
+    assert split_url("http://bücher.example:8080/") == ("bücher.example", 8080)

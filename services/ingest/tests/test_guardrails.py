@@ -107,3 +107,23 @@ def test_every_prompt_field_of_every_endpoint_is_filtered() -> None:
     assert sent["input"][3]["output"][0]["text"] == "[REDACTED_EMAIL]"
     completion = _screen(config, {"prompt": "def f():", "suffix": "# ada@example.com"}, settings)
     assert isinstance(completion, Accepted) and completion.request["suffix"] == "# [REDACTED_EMAIL]"
+
+
+@pytest.mark.parametrize("fail_closed", [True, False])
+@pytest.mark.parametrize("host", ["a" * 64 + ".example", "a..b.example"], ids=["long label", "empty label"])
+def test_a_moderation_url_no_resolver_takes_fails_as_an_unreachable_one(host: str, fail_closed: bool) -> None:
+    """Such a URL (stored before `projects set-guardrails` refused it) made every create of the
+    project fail with UnicodeError from `getaddrinfo`."""
+    settings = load_settings(environ={})
+    config = GuardrailConfig(
+        moderation_url=f"http://{host}/v1/moderations", moderation_fail_closed=fail_closed
+    )
+    screened = _screen(config, {"messages": [{"role": "user", "content": "hello"}]}, settings)
+    if fail_closed:
+        assert screened == Rejected(
+            "guardrail_blocked",
+            "The record was blocked by the guardrail rule 'moderation:unavailable'.",
+            "c1",
+        )
+    else:
+        assert isinstance(screened, Accepted)
