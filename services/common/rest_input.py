@@ -306,7 +306,8 @@ def apply_query(request: Message, query: str) -> None:
     """Set `request`'s fields from a URL query string (`a=1&b=x&b=y`), percent-decoded.
 
     Path parameters (fields already set) and unknown names are left alone; a repeated field
-    takes every occurrence, any other field the last one.
+    takes every occurrence, any other field the last one. A value whose bytes are not UTF-8 is
+    400 `invalid_value`.
     """
     fields = request.DESCRIPTOR.fields_by_name
     path_params = {field.name for field, _ in request.ListFields()}
@@ -316,7 +317,13 @@ def apply_query(request: Message, query: str) -> None:
         field = fields.get(name)
         if field is None or name in path_params or field.type == _F.TYPE_MESSAGE:
             continue
-        value = _query_value(field, unquote(raw_value, errors="replace"), name)
+        try:
+            text = unquote(raw_value, errors="strict")
+        except UnicodeDecodeError:  # as in a path (`request_decoding`): replaced, it named nothing
+            raise errors.invalid(
+                f"Invalid value for '{name}': it is not valid UTF-8.", "invalid_value", name
+            ) from None
+        value = _query_value(field, text, name)
         if field.is_repeated:
             getattr(request, name).append(value)
         else:

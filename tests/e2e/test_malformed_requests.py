@@ -513,3 +513,25 @@ def test_an_id_that_is_not_utf8_is_a_clean_400_in_the_routes_envelope(
     else:
         error = _assert_clean_error(answer, 400, "invalid_value", field)
         assert "UTF-8" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("/v1/usage?model=%ff", "model"),
+        ("/v1/batches?after=batch_%C3", "after"),
+        ("/v1/files?purpose=%ff%fe", "purpose"),
+    ],
+)
+def test_a_query_value_that_is_not_utf8_is_invalid_value_as_in_a_path(
+    shared_stack: RunningStack, path: str, param: str
+) -> None:
+    """It was decoded with U+FFFD in place of the bytes: `?model=%ff` answered 200 with nothing,
+    `?batch_id=%ff` a 404 quoting the replacement character."""
+    answer = httpx.get(
+        f"http://127.0.0.1:{shared_stack.settings.port}{path}",
+        headers={"Authorization": f"Bearer {shared_stack.key}"},
+        timeout=30,
+    )
+    error = _assert_clean_error(answer, 400, "invalid_value", param)
+    assert "UTF-8" in error["message"]

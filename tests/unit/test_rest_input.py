@@ -263,6 +263,14 @@ QUERIES = [
         "negative for uint32", results_pb2.GetUsageRequest(), "start_time=-1", code="integer_below_min_value"
     ),
     Query("a word for a boolean", results_pb2.GetBatchResultsRequest(), "partial=maybe", code="invalid_type"),
+    Query("bytes that are not UTF-8", results_pb2.GetUsageRequest(), "model=%ff", code="invalid_value"),
+    Query("a cursor not in UTF-8", batches_pb2.ListBatchesRequest(), "after=batch_%C3", code="invalid_value"),
+    Query(
+        "UTF-8 in a value",
+        results_pb2.GetUsageRequest(),
+        "model=%C3%A9t%C3%A9",
+        {"model": "\u00e9t\u00e9"},
+    ),
 ]
 
 
