@@ -9,6 +9,7 @@ target batch's metadata unchanged. The openai SDK gets the same answers for what
 from __future__ import annotations
 
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -535,3 +536,37 @@ def test_a_query_value_that_is_not_utf8_is_invalid_value_as_in_a_path(
     )
     error = _assert_clean_error(answer, 400, "invalid_value", param)
     assert "UTF-8" in error["message"]
+
+
+def _raw_http(stack: RunningStack, request: bytes) -> tuple[int, dict[str, Any]]:
+    """Send bytes no HTTP client would, and read Envoy's answer: (status, JSON body)."""
+    with socket.create_connection(("127.0.0.1", stack.settings.port), timeout=10) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), orjson.loads(body)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (
+            b"GET /v1/batches HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
+            431,
+            "request_headers_too_large",
+        ),
+        (b"GET /v1/ba tches HTTP/1.1\r\nHost: x\r\n\r\n", 400, "invalid_request"),
+        (b"GARBAGE\r\n\r\n", 400, "invalid_request"),
+    ],
+    ids=["headers too large", "a space in the path", "not HTTP"],
+)
+def test_what_envoy_cannot_read_as_http_gets_the_apis_codes(
+    shared_stack: RunningStack, request_bytes: bytes, status: int, code: str
+) -> None:
+    """These were `"code": "http1.headers_too_large"` / `"http1.codec_error"`: Envoy's own names."""
+    answered, body = _raw_http(shared_stack, request_bytes)
+    assert answered == status
+    assert body["error"]["code"] == code and body["error"]["type"] == "invalid_request_error"
+    assert "http1." not in body["error"]["message"]

@@ -3,6 +3,7 @@ reflection, with health checks, outlier detection, safe retries and mutual TLS u
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -172,8 +173,8 @@ def test_routes_to_the_services_take_grpc_requests_only() -> None:
 
 def test_envoys_own_5xx_answers_never_carry_its_response_code_details() -> None:
     """Every local reply of 500 and above has a mapper with the API's codes (OpenAI's routes)
-    or Anthropic's types (Message Batches routes); the default format, which names
-    %RESPONSE_CODE_DETAILS%, is left for Envoy's 4xx only."""
+    or Anthropic's types (Message Batches routes); the default format is left for Envoy's 4xx
+    only."""
     hcm = render(load_settings(environ={}))["static_resources"]["listeners"][0]["filter_chains"][0]
     mappers = hcm["filters"][0]["typed_config"]["local_reply_config"]["mappers"]
     codes, anthropic_types = {}, {}
@@ -199,3 +200,12 @@ def test_envoys_own_5xx_answers_never_carry_its_response_code_details() -> None:
         ("EQ", 504): (None, "timeout_error"),
         ("GE", 500): (None, "api_error"),
     }
+
+
+def test_no_local_reply_names_envoys_response_code_details() -> None:
+    """Malformed HTTP was answered `"code": "http1.codec_error"`, headers past Envoy's limit
+    `"http1.headers_too_large"`: Envoy's internal names, which README lists nowhere."""
+    config = render(load_settings(environ={}))
+    assert "RESPONSE_CODE_DETAILS" not in json.dumps(config)
+    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["local_reply_config"]["body_format"]["json_format"]["error"]["code"] == "invalid_request"
