@@ -99,6 +99,11 @@ def _bad_utf8_field(descriptor: Descriptor, raw: bytes, depth: int = 0) -> str |
     return None
 
 
+def not_utf8(name: str) -> errors.ApiError:
+    """400 `invalid_value` for a string field or query parameter whose bytes are not UTF-8."""
+    return errors.invalid(f"Invalid value for '{name}': it is not valid UTF-8.", CODE, name)
+
+
 def decode_error(message_type: type[Message] | None, raw: bytes) -> errors.ApiError:
     """The 400 for `raw`, which does not decode as `message_type`."""
     try:
@@ -106,7 +111,7 @@ def decode_error(message_type: type[Message] | None, raw: bytes) -> errors.ApiEr
     except _Truncated:
         name = None
     if name is not None:
-        return errors.invalid(f"Invalid value for '{name}': it is not valid UTF-8.", CODE, name)
+        return not_utf8(name)
     return errors.invalid("The request could not be decoded: the message is malformed or truncated.", CODE)
 
 

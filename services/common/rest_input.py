@@ -38,7 +38,7 @@ import orjson
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from batchgate.services.common import errors
+from batchgate.services.common import errors, request_decoding
 from batchgate.services.common import proto_values as pv
 
 BODY_FIELD = "http_body"
@@ -319,10 +319,8 @@ def apply_query(request: Message, query: str) -> None:
             continue
         try:
             text = unquote(raw_value, errors="strict")
-        except UnicodeDecodeError:  # as in a path (`request_decoding`): replaced, it named nothing
-            raise errors.invalid(
-                f"Invalid value for '{name}': it is not valid UTF-8.", "invalid_value", name
-            ) from None
+        except UnicodeDecodeError:  # as in a path: replaced, it named nothing
+            raise request_decoding.not_utf8(name) from None
         value = _query_value(field, text, name)
         if field.is_repeated:
             getattr(request, name).append(value)

@@ -69,16 +69,15 @@ class StoppedBatches:
         if not expires_at or batch_id in self._deadlines:
             return
         delay = expires_at - time.time()
-        timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._deadline_passed, batch_id)
-        self._deadlines[batch_id] = timer
         if delay <= 0:
-            self._deadline_passed(batch_id)
+            self._stop(batch_id)
+            return
+        loop = asyncio.get_running_loop()
+        self._deadlines[batch_id] = loop.call_later(delay, self._deadline_passed, batch_id)
 
     def _deadline_passed(self, batch_id: str) -> None:
-        timer = self._deadlines.pop(batch_id, None)
-        if timer is not None:
-            timer.cancel()
-            self._stop(batch_id)
+        del self._deadlines[batch_id]
+        self._stop(batch_id)
 
     def note(self, batch_id: str, hard: bool) -> None:
         now = time.monotonic()
