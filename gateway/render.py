@@ -11,7 +11,8 @@ A dead replica is invisible to clients: each cluster checks its replicas' `grpc.
 every second and ejects one whose connections fail (outlier detection), and every route
 retries on another replica what cannot have reached a server (connect failure, refused
 stream, reset before the request was sent); reads (RPCs mapped to HTTP GET) also retry
-`unavailable` and resets, since running them twice changes nothing. A create is never
+`unavailable` and resets, since running them twice changes nothing. A frozen replica is found by
+HTTP/2 pings (`KEEPALIVE`): its connections are closed and their calls reset. A create is never
 retried once it may have reached ingest.
 
 Envoy reaches the services over mutual TLS as identity `envoy`. Its certificate and the CA
@@ -93,6 +94,11 @@ OUTLIER_DETECTION = {
     "base_ejection_time": "5s",
     "max_ejection_percent": 50,
 }
+KEEPALIVE = {"interval": "3s", "timeout": "3s"}
+"""Each connection to a replica is pinged this often and closed when a ping is not answered in
+time. A frozen replica (a hung machine, a stopped process) keeps its connections open, and the
+calls already sent there waited the whole route timeout; closed, they are reset, and reads retry
+on another replica. The servers accept pings this often (`grpc_server.MIN_PING_INTERVAL_MS`)."""
 # What a client reads of a 5xx no service wrote (Envoy's own, or a gRPC error without the API's
 # envelope, see oai_errors.lua): the services' own words, never Envoy's or a library's.
 UNAVAILABLE_MESSAGE = "The service is temporarily unavailable. Please retry."
@@ -223,7 +229,7 @@ def _cluster(name: str, addrs: list[str], settings: Settings, config_path: Path)
         "typed_extension_protocol_options": {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                "explicit_http_config": {"http2_protocol_options": {}},
+                "explicit_http_config": {"http2_protocol_options": {"connection_keepalive": KEEPALIVE}},
             }
         },
         "health_checks": [{**HEALTH_CHECK, "grpc_health_check": {"authority": name}}],

@@ -45,11 +45,24 @@ PUBLIC_PREFIX = "/batchgate.v1."
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+KEEPALIVE_MS = 5_000
+"""A connection with calls open is pinged this often, and dropped when a ping is not answered
+within as long again: a frozen peer (a hung machine, a stopped process) keeps its TCP connection
+and never fails a call, so without pings a call to it waits its whole deadline."""
+MIN_PING_INTERVAL_MS = 1_000
+"""A server accepts pings this often, with or without calls open: Envoy pings every connection
+(`gateway/render.py`) and the services' channels every `KEEPALIVE_MS`. gRPC's own default (one
+every 5 minutes, none without calls) answers more with GOAWAY `too_many_pings`."""
+
+
 def channel_options(settings: Settings) -> list[tuple[str, Any]]:
     return [
         ("grpc.max_send_message_length", settings.grpc_max_message_bytes),
         ("grpc.max_receive_message_length", settings.grpc_max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
+        # gRPC waits for a ping's answer by this one, a minute by default, not keepalive_timeout.
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_MS),
         ("grpc.http2.max_pings_without_data", 0),
         # Reconnect quickly when a peer restarts (the default first backoff is a full second).
         ("grpc.initial_reconnect_backoff_ms", 100),
@@ -58,9 +71,11 @@ def channel_options(settings: Settings) -> list[tuple[str, Any]]:
 
 
 def server_options(settings: Settings) -> list[tuple[str, Any]]:
-    """A server's channel arguments: `channel_options` and two of its own."""
+    """A server's channel arguments: `channel_options` and its own."""
     return [
         *channel_options(settings),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", MIN_PING_INTERVAL_MS),
         # gRPC sets SO_REUSEPORT by default: a second process on a taken port would bind and
         # silently receive half the calls. Without it, a taken port is an error.
         ("grpc.so_reuseport", 0),

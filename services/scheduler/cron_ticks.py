@@ -40,7 +40,7 @@ class CronTicker:
         self._spawner = spawner
         self._interval_s = interval_s
         self._clock = clock
-        self._leader = LeaderLock(db, CRON_LOCK_KEY)
+        self._leader = LeaderLock(db, CRON_LOCK_KEY, interval_s)
 
     async def tick(self) -> None:
         now = self._clock()

@@ -57,7 +57,7 @@ class Maintenance:
         self._interval_s = interval_s
         self._wake = wake
         self._finalize = finalize
-        self._leader = LeaderLock(db, LEADER_LOCK_KEY)
+        self._leader = LeaderLock(db, LEADER_LOCK_KEY, interval_s)
         self._leading_since: float | None = None
         self.rescue_grace_s = queue.lease_ttl_s
         self._closing: set[asyncio.Task[None]] = set()

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.execution_support import create_batch, finished_exactly_once, wait_until
-from tests.support import chat_records, fresh_database, replicated_stack
+from tests.execution_support import finished_exactly_once
+from tests.reliability.replica_outages import batch_midway
 
 pytestmark = pytest.mark.postgres
 
@@ -32,7 +32,6 @@ lease TTL (5 s by default), a surviving scheduler takes over maintenance and res
 and the rest of the batch runs (about 1,200 items of 50 ms on 64 slots). Generous for 2 noisy
 cores."""
 POLL_AFTER_KILL_S = 8.0
-LEADER_LINE = "maintenance leader;"
 
 
 class Poller(threading.Thread):
@@ -74,50 +73,11 @@ def _unix(iso: str) -> float:
     return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def _envoy_hosts_healthy(stack: Any) -> bool:
-    """Every host of every cluster healthy in Envoy's admin `/clusters` (`…::health_flags::healthy`)."""
-    admin = f"http://127.0.0.1:{stack.settings.envoy_admin_port}/clusters"
-    flags = [line for line in httpx.get(admin, timeout=5).text.splitlines() if "::health_flags::" in line]
-    return bool(flags) and all(line.endswith("::health_flags::healthy") for line in flags)
-
-
 def test_killed_replicas_are_invisible_to_clients(tmp_path: Path) -> None:
-    replicas = {"ingest": 2, "scheduler": 2, "results": 2, "executor": 2}
-    with (
-        fresh_database("postgres", tmp_path) as url,
-        replicated_stack(
-            tmp_path,
-            url,
-            replicas,
-            BATCHGATE_EXECUTORS="2",
-            BATCHGATE_MAINTENANCE_INTERVAL_S="0.5",
-            BATCHGATE_EXECUTOR_CONCURRENCY="32",
-        ) as stack,
-    ):
-        client = stack.client()
-        records = chat_records(1500, prefix="dead", x_sim={"delay_ms": 50})
-        batch = create_batch(stack, records)
-        schedulers = [c for c in stack.stack.children if c.role == "scheduler"]
-
-        def leaders() -> list[Any]:
-            return [c for c in schedulers if LEADER_LINE in (stack.log_dir / f"{c.name}.log").read_text()]
-
-        wait_until("a maintenance leader", lambda: len(leaders()) == 1, timeout_s=60)
-        wait_until(
-            "a fifth done",
-            lambda: client.batches.retrieve(batch.id).request_counts.completed >= 300,
-            timeout_s=120,
-        )
-        # The promise is about a replica dying while its peer serves: wait until Envoy has
-        # seen every replica healthy (one that started after Envoy's first check joins at its
-        # next one).
-        wait_until("Envoy sees every replica healthy", lambda: _envoy_hosts_healthy(stack), timeout_s=30)
+    with batch_midway(tmp_path, records=1500, prefix="dead", done=300, concurrency=32) as midway:
+        stack, batch, records, victims = midway.stack, midway.batch, midway.records, midway.victims
         poller = Poller(stack, batch.id, batch.input_file_id)
         poller.start()
-        victims = [leaders()[0]] + [
-            next(c for c in stack.stack.children if c.role == service)
-            for service in ("ingest", "results", "executor")
-        ]
         killed_at, killed_at_wall = time.monotonic(), time.time()
         for victim in victims:
             assert victim.process is not None

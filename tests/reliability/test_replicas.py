@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.execution_support import create_batch, finished_exactly_once, wait_until
+from tests.reliability.replica_outages import LEADER_LINE
 from tests.support import chat_records, fresh_database, replicated_stack
-
-LEADER_LINE = "maintenance leader;"
 
 
 @pytest.mark.postgres

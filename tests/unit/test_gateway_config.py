@@ -14,6 +14,7 @@ from batchgate.certs import CertDir
 from batchgate.gateway.launcher import validate
 from batchgate.gateway.render import (
     FRONT_DOOR_SERVICES,
+    KEEPALIVE,
     RETRY_ANY,
     RETRY_READ,
     SERVICE_CLUSTERS,
@@ -97,6 +98,11 @@ def test_clusters_check_health_eject_failing_replicas_and_speak_mutual_tls() -> 
         # A replica Envoy found down at start joins within a second, traffic or not.
         assert check["no_traffic_interval"] == check["interval"]
         assert cluster["outlier_detection"]["consecutive_local_origin_failure"] == 1
+        # A frozen replica's connections are found by pings, and its calls reset.
+        options = cluster["typed_extension_protocol_options"][
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+        ]
+        assert options["explicit_http_config"]["http2_protocol_options"]["connection_keepalive"] == KEEPALIVE
         tls = cluster["transport_socket"]["typed_config"]
         assert tls["sni"] == name
         validation = tls["common_tls_context"]["combined_validation_context"]["default_validation_context"]

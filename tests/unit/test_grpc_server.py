@@ -1,12 +1,14 @@
 """Hosting a service: a port another server holds is an error, never a shared listener; a
-server's receive windows stay fixed; the stop signals are handed back when serving ends; a
-request that does not decode is INVALID_ARGUMENT in the API's envelope."""
+server's receive windows stay fixed; a frozen server fails its callers' calls in seconds; the
+stop signals are handed back when serving ends; a request that does not decode is
+INVALID_ARGUMENT in the API's envelope."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -14,11 +16,21 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
 
-from batchgate.services.common.grpc_server import Registry, ServiceHost, run_hosts, server_options
+from batchgate.services.common.grpc_server import (
+    KEEPALIVE_MS,
+    Registry,
+    ServiceHost,
+    channel_options,
+    run_hosts,
+    server_options,
+)
 from batchgate.services.common.loading import load_settings
 from tests.support import free_port
+
+INSECURE = load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true"})
 
 
 async def test_a_taken_port_is_refused_instead_of_shared() -> None:
@@ -60,9 +72,46 @@ async def test_serving_hands_the_stop_signals_back() -> None:
 def test_servers_keep_a_fixed_receive_window() -> None:
     """BDP probing grew a loopback upload's window until Envoy had pushed the whole file
     into ingest's transport buffers; servers keep gRPC's fixed per-stream window."""
-    options = dict(server_options(load_settings(environ={"BATCHGATE_INSECURE_INTERNAL": "true"})))
+    options = dict(server_options(INSECURE))
     assert options["grpc.http2.bdp_probe"] == 0
     assert options["grpc.so_reuseport"] == 0
+
+
+def _serve_health(port: int) -> None:
+    async def serve() -> None:
+        server = grpc.aio.server(options=server_options(INSECURE))
+        health_pb2_grpc.add_HealthServicer_to_server(health_aio.HealthServicer(), server)
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        await server.wait_for_termination()
+
+    asyncio.run(serve())
+
+
+async def test_a_call_to_a_frozen_server_fails_within_two_pings() -> None:
+    """A stopped process (or a hung machine) keeps its connection open and never answers: the
+    channel's pings find it, and the call fails long before its deadline. gRPC's defaults (and
+    keepalive_timeout alone: the ping's wait is `ping_timeout_ms`, a minute) let it wait."""
+    port = free_port()
+    child = multiprocessing.get_context("spawn").Process(target=_serve_health, args=(port,), daemon=True)
+    child.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=channel_options(INSECURE))
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        await stub.Check(health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True)
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await stub.Check(health_pb2.HealthCheckRequest(), timeout=60)
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert time.monotonic() - started < 3 * KEEPALIVE_MS / 1000
+    finally:
+        await channel.close()
+        if child.pid is not None:
+            os.kill(child.pid, signal.SIGCONT)
+        child.kill()
+        child.join(10)
 
 
 async def _echo(requests: AsyncIterator[health_pb2.HealthCheckRequest], context: Any) -> AsyncIterator[Any]:

@@ -261,18 +261,33 @@ class Listener:
                     await driver.remove_listener(self._channel, on_notify)
 
 
+LEADER_IDLE_FLOOR_S = 30.0
+LEADER_IDLE_CHECKS = 10
+"""A leader's lock session ends when idle for this many of its check intervals (at least
+`LEADER_IDLE_FLOOR_S`): a live leader checks every interval, so only a frozen one lets it lapse
+(or a tick that takes longer than that: the lock is about not doing the work twice, not about
+correctness, see `scheduler.maintenance`)."""
+IDLE_SESSION_TIMEOUT_SINCE = 140000  # PostgreSQL 14
+
+
 class LeaderLock:
     """Maintenance leader election: one holder among all replicas (PostgreSQL advisory lock).
 
     `await held()` answers whether this process is the leader now, taking the lock when free.
     On SQLite only one process writes, so it always leads.
+
+    The lock lives as long as its session, and a frozen holder (a hung machine, a stopped
+    process) keeps its session open: the kernel still answers for its socket. So the session
+    asks PostgreSQL to end it once idle for `idle_timeout_s` (`idle_session_timeout`, 14+),
+    far more than the holder's `check_interval_s` between two checks, and another replica leads.
     """
 
-    def __init__(self, db: Database, key: int) -> None:
+    def __init__(self, db: Database, key: int, check_interval_s: float) -> None:
         self._db = db
         self._key = key
         self._conn: AsyncConnection | None = None
         self._leading = False
+        self.idle_timeout_s = max(LEADER_IDLE_FLOOR_S, LEADER_IDLE_CHECKS * check_interval_s)
 
     async def held(self) -> bool:
         if not self._db.is_postgres:
@@ -280,6 +295,7 @@ class LeaderLock:
         try:
             if self._conn is None:
                 self._conn = await self._db.engine.connect()
+                await self._end_when_idle(self._conn)
             if self._leading:
                 # The lock lives as long as this session: proving the session alive suffices.
                 await self._conn.execute(text("SELECT 1"))
@@ -292,6 +308,14 @@ class LeaderLock:
             log.warning("leader lock check failed", exc_info=True)
             await self.release()
             return False
+
+    async def _end_when_idle(self, conn: AsyncConnection) -> None:
+        version = (await conn.execute(text("SHOW server_version_num"))).scalar()
+        if int(str(version)) >= IDLE_SESSION_TIMEOUT_SINCE:
+            timeout_ms = str(int(self.idle_timeout_s * 1000))
+            await conn.execute(
+                text("SELECT set_config('idle_session_timeout', :ms, false)"), {"ms": timeout_ms}
+            )
 
     async def release(self) -> None:
         """Give up leading. The connection is discarded, not returned to the pool: a pooled

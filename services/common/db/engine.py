@@ -46,6 +46,7 @@ SQLITE_PRAGMAS = (
 # a test): the settings' defaults.
 WRITER_CACHE_MIB: int = Settings.sqlite_writer_cache_mib
 READER_CACHE_MIB: int = Settings.sqlite_reader_cache_mib
+IDLE_TRANSACTION_TIMEOUT_S: float = Settings.postgres_idle_transaction_timeout_s
 
 
 class _InlineConnection(aiosqlite.Connection):
@@ -106,9 +107,15 @@ class Database:
     """One per process; shared by every service hosted in that process."""
 
     def __init__(
-        self, url: str, *, writer_cache_mib: int = WRITER_CACHE_MIB, reader_cache_mib: int = READER_CACHE_MIB
+        self,
+        url: str,
+        *,
+        writer_cache_mib: int = WRITER_CACHE_MIB,
+        reader_cache_mib: int = READER_CACHE_MIB,
+        idle_transaction_timeout_s: float = IDLE_TRANSACTION_TIMEOUT_S,
     ) -> None:
-        """`*_cache_mib`: SQLite's page cache per connection (ignored on PostgreSQL)."""
+        """`*_cache_mib`: SQLite's page cache per connection (ignored on PostgreSQL);
+        `idle_transaction_timeout_s`: PostgreSQL's `idle_in_transaction_session_timeout`."""
         self.url = url
         self.dialect = make_url(url).get_backend_name()
         self._write_lock = asyncio.Lock()
@@ -121,7 +128,18 @@ class Database:
             self._writer = _sqlite_engine(url, immediate=True, pool_size=1, cache_mib=writer_cache_mib)
             self._reader = _sqlite_engine(url, immediate=False, pool_size=8, cache_mib=reader_cache_mib)
         else:
-            self._writer = create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+            # A frozen process (a hung machine, a stopped replica) keeps its sessions open, and one
+            # stopped inside a transaction kept its row locks: every replica's next write to that
+            # batch waited for good. PostgreSQL ends such a session; its process, if it resumes,
+            # finds the transaction gone and retries as after any lost connection.
+            timeout_ms = str(int(idle_transaction_timeout_s * 1000))
+            self._writer = create_async_engine(
+                url,
+                pool_size=10,
+                max_overflow=20,
+                pool_pre_ping=True,
+                connect_args={"server_settings": {"idle_in_transaction_session_timeout": timeout_ms}},
+            )
             self._reader = self._writer
 
     @property
