@@ -62,7 +62,6 @@ async def _serve(settings: Settings, services: list[str], index: int) -> None:
             settings.resolved_database_url,
             writer_cache_mib=settings.sqlite_writer_cache_mib,
             reader_cache_mib=settings.sqlite_reader_cache_mib,
-            idle_transaction_timeout_s=settings.postgres_idle_transaction_timeout_s,
         )
         hosts += [builders[name](settings, db) for name in core]
     if "executor" in services:

@@ -49,12 +49,6 @@ class Settings:
         "SQLite's page cache of each of a process's 8 reading connections, in MiB (the OS caches "
         "the file for all of them; each connection's own cache only grows the process).",
     )
-    postgres_idle_transaction_timeout_s: float = _setting(
-        10.0,
-        "BATCHGATE_POSTGRES_IDLE_TRANSACTION_TIMEOUT_S",
-        "PostgreSQL ends a session whose transaction waits this long for its process (a frozen "
-        "replica's row locks would stop every other replica); 0: never.",
-    )
     # --- network -----------------------------------------------------------------------
     host: str = _setting("127.0.0.1", "BATCHGATE_HOST", "Address every service and Envoy bind to.")
     port: int = _setting(8080, "BATCHGATE_PORT", "Envoy's port: REST (OpenAI API) and native gRPC.")

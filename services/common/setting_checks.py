@@ -78,7 +78,6 @@ FRACTION = Bounds(0, 1)
 RANGES: dict[str, Bounds] = {
     "sqlite_writer_cache_mib": COUNT,
     "sqlite_reader_cache_mib": COUNT,
-    "postgres_idle_transaction_timeout_s": Bounds(0, 86400, meaning="0: never"),
     "port": PORT,
     "envoy_admin_port": PORT,
     "ingest_port": PORT,

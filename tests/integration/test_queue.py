@@ -11,10 +11,11 @@ import asyncio
 from collections import Counter
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from batchgate.services.common.db import Database
 from batchgate.services.common.db.dialect import LeaderLock
+from batchgate.services.common.db.engine import IDLE_TRANSACTION_TIMEOUT_S
 from batchgate.services.common.db.schema import batches, items
 from batchgate.services.scheduler.maintenance import LEADER_LOCK_KEY
 from batchgate.services.scheduler.queue import (
@@ -251,7 +252,7 @@ async def test_concurrent_leasers_never_hand_out_one_item_twice(database_url: st
 @pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
 async def test_only_one_replica_leads_maintenance(database_url: str, db: Database) -> None:
     other = Database(database_url)
-    first, second = LeaderLock(db, LEADER_LOCK_KEY), LeaderLock(other, LEADER_LOCK_KEY)
+    first, second = LeaderLock(db, LEADER_LOCK_KEY, 1.0), LeaderLock(other, LEADER_LOCK_KEY, 1.0)
     try:
         assert await first.held() is True
         assert await second.held() is False
@@ -263,3 +264,33 @@ async def test_only_one_replica_leads_maintenance(database_url: str, db: Databas
         await first.release()
         await second.release()
         await other.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
+async def test_a_frozen_leaders_lock_lapses_with_its_idle_session(database_url: str, db: Database) -> None:
+    """A leader that stops checking (a frozen process keeps its connection open) loses the lock
+    once its session has idled past `idle_timeout_s`, and another replica leads."""
+    other = Database(database_url)
+    frozen, second = LeaderLock(db, LEADER_LOCK_KEY, 1.0), LeaderLock(other, LEADER_LOCK_KEY, 1.0)
+    assert frozen.idle_timeout_s == 30.0  # the floor, well above ten checks a second apart
+    frozen.idle_timeout_s = 0.5
+    try:
+        assert await frozen.held() is True
+        assert await second.held() is False
+        await asyncio.sleep(1.5)
+        assert await second.held() is True
+        assert await frozen.held() is False  # resumed, it finds its session gone
+    finally:
+        await frozen.release()
+        await second.release()
+        await other.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
+async def test_sessions_end_a_transaction_left_waiting(db: Database) -> None:
+    """A frozen process's open transaction (and its row locks) is ended by PostgreSQL."""
+    async with db.read() as conn:
+        timeout = (await conn.execute(text("SHOW idle_in_transaction_session_timeout"))).scalar()
+    assert timeout == f"{IDLE_TRANSACTION_TIMEOUT_S:g}s"

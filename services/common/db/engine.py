@@ -46,7 +46,10 @@ SQLITE_PRAGMAS = (
 # a test): the settings' defaults.
 WRITER_CACHE_MIB: int = Settings.sqlite_writer_cache_mib
 READER_CACHE_MIB: int = Settings.sqlite_reader_cache_mib
-IDLE_TRANSACTION_TIMEOUT_S: float = Settings.postgres_idle_transaction_timeout_s
+IDLE_TRANSACTION_TIMEOUT_S = 10.0
+"""PostgreSQL ends a session whose transaction has waited this long for its process (see
+`Database`). batchgate's transactions never wait on anything but their own statements and a
+little Python between them: seconds would already be a stall."""
 
 
 class _InlineConnection(aiosqlite.Connection):
@@ -107,15 +110,9 @@ class Database:
     """One per process; shared by every service hosted in that process."""
 
     def __init__(
-        self,
-        url: str,
-        *,
-        writer_cache_mib: int = WRITER_CACHE_MIB,
-        reader_cache_mib: int = READER_CACHE_MIB,
-        idle_transaction_timeout_s: float = IDLE_TRANSACTION_TIMEOUT_S,
+        self, url: str, *, writer_cache_mib: int = WRITER_CACHE_MIB, reader_cache_mib: int = READER_CACHE_MIB
     ) -> None:
-        """`*_cache_mib`: SQLite's page cache per connection (ignored on PostgreSQL);
-        `idle_transaction_timeout_s`: PostgreSQL's `idle_in_transaction_session_timeout`."""
+        """`*_cache_mib`: SQLite's page cache per connection (ignored on PostgreSQL)."""
         self.url = url
         self.dialect = make_url(url).get_backend_name()
         self._write_lock = asyncio.Lock()
@@ -132,7 +129,7 @@ class Database:
             # stopped inside a transaction kept its row locks: every replica's next write to that
             # batch waited for good. PostgreSQL ends such a session; its process, if it resumes,
             # finds the transaction gone and retries as after any lost connection.
-            timeout_ms = str(int(idle_transaction_timeout_s * 1000))
+            timeout_ms = str(int(IDLE_TRANSACTION_TIMEOUT_S * 1000))
             self._writer = create_async_engine(
                 url,
                 pool_size=10,
