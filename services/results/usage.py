@@ -25,9 +25,9 @@ from batchgate.v1 import results_pb2
 EVENT_ID_PREFIX = "usage_"
 EVENTS_PAGE_DEFAULT = 100
 EVENTS_PAGE_MAX = 1000
-MAX_EVENT_ID = 2**31 - 1
-"""`usage_events.id` is an INTEGER column (PostgreSQL's int4): no event has a larger id, and
-PostgreSQL refuses a larger parameter for it."""
+MAX_EVENT_ID = 2**63 - 1
+"""`usage_events.id` is a 64-bit integer (PostgreSQL's int8, SQLite's rowid): no event has a
+larger id, and neither database takes a larger parameter for it."""
 _EVENT_ID = re.compile(re.escape(EVENT_ID_PREFIX) + r"([1-9][0-9]*)")
 """An event id as `event_message` spells it: ASCII digits, no sign, no leading zero."""
 

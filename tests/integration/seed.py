@@ -1,5 +1,5 @@
-"""Running batches written straight into the database, for the queue's integration tests and
-the finalize benchmark (`bench/finalize.py`)."""
+"""Running batches (and usage events) written straight into the database, for the queue's
+integration tests and the finalize benchmark (`bench/finalize.py`)."""
 
 from __future__ import annotations
 
@@ -82,3 +82,21 @@ async def insert_running_batch(
             **columns,
         )
     )
+
+
+def usage_event(project: str, batch_id: str, idx: int, cost: float) -> dict[str, Any]:
+    """A `usage_events` row of one item (10 tokens in, 5 out), as the recorder writes it."""
+    return {
+        "created_at": time.time(),
+        "source": "batch",
+        "project_id": project,
+        "api_key_id": "key",
+        "batch_id": batch_id,
+        "item_idx": idx,
+        "model": "gpt-4o-mini",
+        "input_tokens": 10,
+        "cached_tokens": 0,
+        "output_tokens": 5,
+        "reasoning_tokens": 0,
+        "cost_usd": cost,
+    }

@@ -6,7 +6,6 @@ own servicer on a real database, the batch deleted by the Message Batches delete
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 from sqlalchemy import insert, update
@@ -19,24 +18,7 @@ from batchgate.services.common.db.schema import batches, usage_events
 from batchgate.services.common.errors import ApiError
 from batchgate.services.results.servicer import ResultsServicer
 from batchgate.v1 import results_pb2
-from tests.integration.seed import insert_running_batch
-
-
-def _event(project: str, batch_id: str, idx: int, cost: float) -> dict[str, Any]:
-    return {
-        "created_at": time.time(),
-        "source": "batch",
-        "project_id": project,
-        "api_key_id": "key",
-        "batch_id": batch_id,
-        "item_idx": idx,
-        "model": "gpt-4o-mini",
-        "input_tokens": 10,
-        "cached_tokens": 0,
-        "output_tokens": 5,
-        "reasoning_tokens": 0,
-        "cost_usd": cost,
-    }
+from tests.integration.seed import insert_running_batch, usage_event
 
 
 async def _ended_batch(db: Database, batch_id: str, project: str, endpoint: str, events: int) -> None:
@@ -53,7 +35,9 @@ async def _ended_batch(db: Database, batch_id: str, project: str, endpoint: str,
         )
         ended = {"endpoint": endpoint, "status": "completed", "completed_at": now}
         await conn.execute(update(batches).where(batches.c.id == batch_id).values(**ended))
-        await conn.execute(insert(usage_events), [_event(project, batch_id, i, 0.25) for i in range(events)])
+        await conn.execute(
+            insert(usage_events), [usage_event(project, batch_id, i, 0.25) for i in range(events)]
+        )
 
 
 async def _usage(servicer: ResultsServicer, project: str, batch_id: str) -> tuple[int, int]:

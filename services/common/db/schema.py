@@ -315,10 +315,14 @@ native_batches = Table(
 
 # --- owned by results ------------------------------------------------------------------------
 
+EVENT_ID_TYPE = BigInteger().with_variant(Integer(), "sqlite")
+
 usage_events = Table(
     "usage_events",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    # One event per item ever run: int4 ids ran out after ~2.1 billion items, and every record
+    # call failed from then on. SQLite's INTEGER PRIMARY KEY is the 64-bit rowid already.
+    Column("id", EVENT_ID_TYPE, primary_key=True, autoincrement=True),
     Column("created_at", Float, nullable=False),
     Column("source", String(16), nullable=False),  # "batch"
     Column("project_id", String(40), nullable=False),
