@@ -82,11 +82,14 @@ function envoy_on_request(request_handle)
   local method = h:get(":method")
   local length = tonumber(h:get("content-length") or "")
   local has_body = (length ~= nil and length > 0) or h:get("transfer-encoding") ~= nil
-  if (method == "GET" or method == "DELETE") and has_body then
+  if (method == "GET" or method == "HEAD" or method == "DELETE") and has_body then
     refuse(request_handle, "400", method .. " requests take no body; pass parameters in the query string.",
       "body_not_allowed")
     return
   end
+  -- HEAD is GET without the body (RFC 9110): routed as GET; Envoy sends the answer's headers
+  -- only, since the request it received was a HEAD.
+  if method == "HEAD" then h:replace(":method", "GET") end
   if is_anthropic(request_handle) then
     if length ~= nil and length > MAX_MESSAGE_BATCH_BYTES then
       refuse(request_handle, "413", string.format("The request body is %d bytes; the limit is %d bytes.",

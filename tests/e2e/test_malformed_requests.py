@@ -570,3 +570,27 @@ def test_what_envoy_cannot_read_as_http_gets_the_apis_codes(
     assert answered == status
     assert body["error"]["code"] == code and body["error"]["type"] == "invalid_request_error"
     assert "http1." not in body["error"]["message"]
+
+
+def test_head_answers_as_get_without_a_body(shared_stack: RunningStack) -> None:
+    """HEAD on a GET route was 404 `unknown_url`: no route took the method. It is the GET's
+    status and headers, without the body, for a found resource and for a missing one."""
+    key = shared_stack.keys["default"]
+    client = shared_stack.client()
+    file = client.files.create(file=("head.jsonl", LINE.encode()), purpose="batch")
+    headers = {"Authorization": f"Bearer {key}"}
+    base = shared_stack.base_url
+    for path, status in (
+        ("/models", 200),
+        ("/batches?limit=1", 200),
+        (f"/files/{file.id}", 200),
+        (f"/files/{file.id}/content", 200),
+        ("/files/file-missing", 404),
+        ("/batchez", 404),
+    ):
+        got = httpx.get(base + path, headers=headers, timeout=30)
+        head = httpx.head(base + path, headers=headers, timeout=30)
+        assert (head.status_code, head.content) == (status, b""), path
+        assert got.status_code == status, path
+        for header in ("content-type", "content-length"):
+            assert head.headers.get(header) == got.headers.get(header), (path, header)
