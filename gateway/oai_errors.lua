@@ -9,6 +9,8 @@
 -- On the Message Batches routes it also passes the request's own scheme and Host as
 -- `x-bg-origin`, so a batch's `results_url` can point back at this gateway.
 -- Requests that arrived as native gRPC are left alone (their clients read the gRPC status).
+-- A body may come gzip-compressed (`Content-Encoding: gzip`, inflated by Envoy's decompressor
+-- filter); any other coding is 415 `unsupported_content_encoding`.
 -- MAX_JSON_BODY_BYTES, MAX_MESSAGE_BATCH_BYTES and the *_MESSAGE texts are defined by
 -- gateway/render.py above this text.
 
@@ -79,9 +81,19 @@ function envoy_on_request(request_handle)
     h:remove("x-bg-origin")
     h:add("x-bg-origin", scheme .. "://" .. (h:get(":authority") or ""))
   end
+  -- gzip bodies are inflated by the decompressor filter after this one; another coding would
+  -- reach the transcoder as is and read as broken JSON.
+  local coding = string.lower(string.match(h:get("content-encoding") or "", "^%s*(.-)%s*$"))
+  if coding ~= "" and coding ~= "gzip" and coding ~= "identity" then
+    refuse(request_handle, "415", "Content-Encoding '" .. string.sub(coding, 1, 40) ..
+      "' is not supported; send the body as is or gzip-compressed.", "unsupported_content_encoding")
+    return
+  end
   local method = h:get(":method")
   local length = tonumber(h:get("content-length") or "")
   local has_body = (length ~= nil and length > 0) or h:get("transfer-encoding") ~= nil
+  h:remove("x-oai-gzip")
+  if coding == "gzip" and has_body then h:add("x-oai-gzip", "1") end  -- rest_input.GZIP_METADATA_KEY
   if (method == "GET" or method == "HEAD" or method == "DELETE") and has_body then
     refuse(request_handle, "400", method .. " requests take no body; pass parameters in the query string.",
       "body_not_allowed")

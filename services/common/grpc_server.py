@@ -152,11 +152,10 @@ class _Guard:
         not decode (`request_decoding`) is its 400 here, once the caller has been checked."""
         if isinstance(request, request_decoding.Undecodable):
             raise request.error
-        if (
-            not self._public
-            or not isinstance(request, Message)
-            or rest_input.BODY_FIELD in request.DESCRIPTOR.fields_by_name
-        ):
+        if not self._public or not isinstance(request, Message):
+            return request
+        if rest_input.BODY_FIELD in request.DESCRIPTOR.fields_by_name:
+            rest_input.check_inflated(request, context.invocation_metadata() or ())
             return request
         for name, value in context.invocation_metadata() or ():
             if name == rest_input.QUERY_METADATA_KEY:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -43,6 +43,9 @@ from batchgate.services.common import proto_values as pv
 
 BODY_FIELD = "http_body"
 QUERY_METADATA_KEY = "x-oai-query"
+GZIP_METADATA_KEY = "x-oai-gzip"
+"""Set by Envoy on a request whose non-empty body came gzip-compressed: Envoy's decompressor
+passes on what inflated, nothing at all for a body that is not gzip data."""
 
 M = TypeVar("M", bound=Message)
 
@@ -277,6 +280,18 @@ def decode_body(request: M, keep_json: Collection[str] = ()) -> tuple[M, dict[st
         kept[name] = value
     _decode_object(typed, obj, "", skip={*path_params, BODY_FIELD})
     return typed, kept
+
+
+def check_inflated(request: Message, metadata: Iterable[tuple[str, Any]]) -> None:
+    """400 for a body sent as gzip that inflated to nothing (not gzip data, or cut before its
+    first block): it read as an empty request, and the client heard of a missing field."""
+    coded = any(name == GZIP_METADATA_KEY for name, _ in metadata)
+    if coded and not getattr(request, BODY_FIELD).data:
+        raise errors.invalid(
+            "The body was sent with 'Content-Encoding: gzip' but does not inflate: it is not gzip "
+            "data, or it was cut short.",
+            "invalid_content_encoding",
+        )
 
 
 def _query_value(field: FieldDescriptor, text: str, name: str) -> Any:

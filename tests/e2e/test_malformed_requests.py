@@ -8,6 +8,7 @@ target batch's metadata unchanged. The openai SDK gets the same answers for what
 
 from __future__ import annotations
 
+import gzip
 import re
 import socket
 from dataclasses import dataclass
@@ -594,3 +595,42 @@ def test_head_answers_as_get_without_a_body(shared_stack: RunningStack) -> None:
         assert got.status_code == status, path
         for header in ("content-type", "content-length"):
             assert head.headers.get(header) == got.headers.get(header), (path, header)
+
+
+def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: RunningStack) -> None:
+    """`Content-Encoding: gzip` bodies (a create's JSON, an upload's multipart) are inflated by
+    the gateway; they read as broken JSON before. Another coding is 415, a gzip body that does
+    not inflate a clean 400; neither stores anything."""
+    headers = {"Authorization": f"Bearer {shared_stack.keys['default']}", "Content-Type": "application/json"}
+    base = shared_stack.base_url
+    created = httpx.post(
+        f"{base}/batches",
+        content=gzip.compress(orjson.dumps(VALID)),
+        headers={**headers, "Content-Encoding": "gzip"},
+        timeout=60,
+    )
+    assert created.status_code == 200, created.text
+    assert created.json()["request_counts"]["total"] == 1
+    uploaded = httpx.post(
+        f"{base}/files",
+        content=gzip.compress(multipart(("purpose", "batch"), ("file", LINE))),
+        headers={**headers, "Content-Type": MULTIPART, "Content-Encoding": "gzip"},
+        timeout=60,
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    content = httpx.get(f"{base}/files/{uploaded.json()['id']}/content", headers=headers, timeout=30)
+    assert content.content == LINE.encode()
+
+    listed = httpx.get(f"{base}/batches?limit=100", headers=headers, timeout=30).json()["data"]
+    for coding, body, status, code in (
+        ("br", orjson.dumps(VALID), 415, "unsupported_content_encoding"),
+        ("gzip", orjson.dumps(VALID), 400, "invalid_content_encoding"),  # not compressed
+        ("gzip", b"\x1f\x8b\x08\x00garbage" + orjson.dumps(VALID), 400, "invalid_content_encoding"),
+        ("gzip", gzip.compress(orjson.dumps(VALID))[:-60], 400, "invalid_json"),  # cut short
+    ):
+        refused = httpx.post(
+            f"{base}/batches", content=body, headers={**headers, "Content-Encoding": coding}, timeout=30
+        )
+        assert refused.status_code == status, (coding, refused.text)
+        assert refused.json()["error"]["code"] == code, refused.text
+    assert httpx.get(f"{base}/batches?limit=100", headers=headers, timeout=30).json()["data"] == listed
