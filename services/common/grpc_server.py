@@ -147,7 +147,8 @@ class _Guard:
 
     def _with_query(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """A REST call's query string (moved to metadata by Envoy) decoded into `request`.
-        Routes with a body (an `http_body` field) take their parameters from the body, and
+        Routes with a body (an `http_body` field) take their parameters from the body (one sent
+        as gzip that inflated to nothing is its 400 here, `rest_input.check_inflated`), and
         client-streaming calls (uploads) have no single request message. A request that did
         not decode (`request_decoding`) is its 400 here, once the caller has been checked."""
         if isinstance(request, request_decoding.Undecodable):
