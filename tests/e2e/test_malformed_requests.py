@@ -599,8 +599,9 @@ def test_head_answers_as_get_without_a_body(shared_stack: RunningStack) -> None:
 
 def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: RunningStack) -> None:
     """`Content-Encoding: gzip` bodies (a create's JSON, an upload's multipart) are inflated by
-    the gateway; they read as broken JSON before. Another coding is 415, a gzip body that does
-    not inflate a clean 400; neither stores anything."""
+    the gateway, however well they compress; they read as broken JSON before. Another coding is
+    415, a gzip body that does not inflate a clean 400, one that inflates past the message limit 413;
+    none stores anything."""
     headers = {"Authorization": f"Bearer {shared_stack.keys['default']}", "Content-Type": "application/json"}
     base = shared_stack.base_url
     created = httpx.post(
@@ -621,8 +622,23 @@ def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: Running
     content = httpx.get(f"{base}/files/{uploaded.json()['id']}/content", headers=headers, timeout=30)
     assert content.content == LINE.encode()
 
-    listed = httpx.get(f"{base}/batches?limit=100", headers=headers, timeout=30).json()["data"]
+    # Past Envoy's default inflate ratio (100, which cut the body silently): read whole.
+    padded = httpx.post(
+        f"{base}/batches",
+        content=gzip.compress(b" " * 4 * 2**20 + orjson.dumps(VALID)),
+        headers={**headers, "Content-Encoding": "gzip"},
+        timeout=60,
+    )
+    assert padded.status_code == 200, padded.text
+
+    def batch_ids() -> list[str]:
+        listing = httpx.get(f"{base}/batches?limit=100", headers=headers, timeout=30).json()
+        return [batch["id"] for batch in listing["data"]]
+
+    listed = batch_ids()
+    bomb = gzip.compress(orjson.dumps(VALID) + b" " * 80 * 2**20)  # past the 64 MiB message limit
     for coding, body, status, code in (
+        ("gzip", bomb, 413, "request_too_large"),
         ("br", orjson.dumps(VALID), 415, "unsupported_content_encoding"),
         ("gzip", orjson.dumps(VALID), 400, "invalid_content_encoding"),  # not compressed
         ("gzip", b"\x1f\x8b\x08\x00garbage" + orjson.dumps(VALID), 400, "invalid_content_encoding"),
@@ -633,4 +649,4 @@ def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: Running
         )
         assert refused.status_code == status, (coding, refused.text)
         assert refused.json()["error"]["code"] == code, refused.text
-    assert httpx.get(f"{base}/batches?limit=100", headers=headers, timeout=30).json()["data"] == listed
+    assert batch_ids() == listed
