@@ -60,7 +60,18 @@ def _port_pool() -> range:
         ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32768
-    return range(max(10_000, ephemeral_low - 12_000), ephemeral_low)
+    pool = range(max(10_000, ephemeral_low - 12_000), ephemeral_low)
+    return _worker_share(pool)
+
+
+def _worker_share(pool: range) -> range:
+    """This pytest-xdist worker's slice of `pool` (all of it outside xdist): workers running side
+    by side never pick the same port, even between one's check and its bind."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
+    size = len(pool) // max(count, 1)
+    return range(pool.start + index * size, pool.start + (index + 1) * size)
 
 
 _POOL = _port_pool()

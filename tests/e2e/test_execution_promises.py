@@ -23,6 +23,8 @@ from tests.execution_support import assert_each_custom_id_once, create_batch, re
 from tests.fake_upstream import FakeUpstream, catalogue, records
 from tests.support import RunningStack, fresh_database, running_stack, wait_for_batch
 
+pytestmark = pytest.mark.alone  # it bounds how long things take
+
 CANCEL_BOUND_S = 0.2  # README: no call starts for a cancelled batch later than this after the answer
 MARGIN_S = 0.5  # a noisy 2-core machine
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_keys_and_budgets import cli, new_key
 from tests.execution_support import item_states, private_stack, wait_until, write_catalogue
 from tests.support import chat_records, free_port, upload, wait_for_batch
+
+pytestmark = pytest.mark.alone  # it bounds how long things take
 
 
 def test_a_projects_items_start_no_faster_than_its_share(db_kind: str, tmp_path: Path) -> None:

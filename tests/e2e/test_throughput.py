@@ -9,6 +9,8 @@ import pytest
 
 from tests.support import RunningStack, chat_records, run_cli, upload, wait_for_batch
 
+pytestmark = pytest.mark.alone  # it bounds how long things take
+
 ITEMS = 40
 STEP_MS = 250  # item i answers after i × STEP_MS: a steady 4 items per second
 

@@ -22,7 +22,7 @@ import pytest
 from tests.execution_support import finished_exactly_once
 from tests.reliability.replica_outages import batch_midway
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.alone, pytest.mark.postgres]
 
 CLIENT_GRACE_S = 1.0
 """After the kill, API calls may fail for at most this long (the target is none at all)."""

@@ -11,10 +11,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from batchgate.services.common.config import Settings
 from tests.execution_support import create_batch, finished_exactly_once, private_stack, wait_until
 from tests.fake_upstream import FakeUpstream, catalogue, records
 from tests.support import RunningStack
+
+pytestmark = pytest.mark.alone  # it bounds how long things take
 
 N = 2000
 LATENCY_S = 0.05

@@ -11,9 +11,13 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.execution_support import create_batch, finished_exactly_once, private_stack, wait_until
 from tests.fake_upstream import FakeUpstream, catalogue, records
 from tests.support import RunningStack
+
+pytestmark = pytest.mark.alone  # it bounds how long things take
 
 N = 20
 GRACE_ENV = "BATCHGATE_EXECUTOR_SHUTDOWN_GRACE_S"

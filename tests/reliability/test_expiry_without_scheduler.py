@@ -18,7 +18,7 @@ import pytest
 from tests.fake_upstream import FakeUpstream, catalogue, records
 from tests.support import fresh_database, replicated_stack, upload, wait_for_batch
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.alone, pytest.mark.postgres]
 
 WINDOW_S = 10
 CALL_S = 4.0  # one call at a time: held items start 4 s apart, the last ones after the deadline

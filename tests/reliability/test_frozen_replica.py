@@ -22,7 +22,7 @@ import pytest
 from tests.execution_support import finished_exactly_once
 from tests.reliability.replica_outages import batch_midway
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.alone, pytest.mark.postgres]
 
 CALL_BOUND_S = 12.0
 """No API call waits longer than this while a replica is frozen: Envoy pings each connection every
