@@ -267,7 +267,7 @@ LEADER_IDLE_CHECKS = 10
 `LEADER_IDLE_FLOOR_S`): a live leader checks every interval, so only a frozen one lets it lapse
 (or a tick that takes longer than that: the lock is about not doing the work twice, not about
 correctness, see `scheduler.maintenance`)."""
-IDLE_SESSION_TIMEOUT_SINCE = 140000  # PostgreSQL 14
+IDLE_SESSION_TIMEOUT_SINCE = (14,)  # the PostgreSQL version that added idle_session_timeout
 
 
 class LeaderLock:
@@ -310,8 +310,7 @@ class LeaderLock:
             return False
 
     async def _end_when_idle(self, conn: AsyncConnection) -> None:
-        version = (await conn.execute(text("SHOW server_version_num"))).scalar()
-        if int(str(version)) >= IDLE_SESSION_TIMEOUT_SINCE:
+        if (conn.dialect.server_version_info or ()) >= IDLE_SESSION_TIMEOUT_SINCE:
             timeout_ms = str(int(self.idle_timeout_s * 1000))
             await conn.execute(
                 text("SELECT set_config('idle_session_timeout', :ms, false)"), {"ms": timeout_ms}
