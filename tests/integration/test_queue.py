@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import select, text, update
@@ -248,18 +249,13 @@ async def test_concurrent_leasers_never_hand_out_one_item_twice(database_url: st
     assert attempts == {1}
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
-async def test_only_one_replica_leads_maintenance(database_url: str, db: Database) -> None:
+@pytest.fixture
+async def two_locks(database_url: str, db: Database) -> AsyncIterator[tuple[LeaderLock, LeaderLock]]:
+    """The maintenance lock as two replicas hold it: each through its own engine."""
     other = Database(database_url)
     first, second = LeaderLock(db, LEADER_LOCK_KEY, 1.0), LeaderLock(other, LEADER_LOCK_KEY, 1.0)
     try:
-        assert await first.held() is True
-        assert await second.held() is False
-        assert await first.held() is True  # a leader stays leader
-        await first.release()  # the leader goes away (its session ends)
-        assert await second.held() is True
-        assert await first.held() is False
+        yield first, second
     finally:
         await first.release()
         await second.release()
@@ -268,23 +264,31 @@ async def test_only_one_replica_leads_maintenance(database_url: str, db: Databas
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
-async def test_a_frozen_leaders_lock_lapses_with_its_idle_session(database_url: str, db: Database) -> None:
+async def test_only_one_replica_leads_maintenance(two_locks: tuple[LeaderLock, LeaderLock]) -> None:
+    first, second = two_locks
+    assert await first.held() is True
+    assert await second.held() is False
+    assert await first.held() is True  # a leader stays leader
+    await first.release()  # the leader goes away (its session ends)
+    assert await second.held() is True
+    assert await first.held() is False
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_kind", ["postgres"], indirect=True)
+async def test_a_frozen_leaders_lock_lapses_with_its_idle_session(
+    two_locks: tuple[LeaderLock, LeaderLock],
+) -> None:
     """A leader that stops checking (a frozen process keeps its connection open) loses the lock
     once its session has idled past `idle_timeout_s`, and another replica leads."""
-    other = Database(database_url)
-    frozen, second = LeaderLock(db, LEADER_LOCK_KEY, 1.0), LeaderLock(other, LEADER_LOCK_KEY, 1.0)
+    frozen, second = two_locks
     assert frozen.idle_timeout_s == 30.0  # the floor, well above ten checks a second apart
     frozen.idle_timeout_s = 0.5
-    try:
-        assert await frozen.held() is True
-        assert await second.held() is False
-        await asyncio.sleep(1.5)
-        assert await second.held() is True
-        assert await frozen.held() is False  # resumed, it finds its session gone
-    finally:
-        await frozen.release()
-        await second.release()
-        await other.dispose()
+    assert await frozen.held() is True
+    assert await second.held() is False
+    await asyncio.sleep(1.5)
+    assert await second.held() is True
+    assert await frozen.held() is False  # resumed, it finds its session gone
 
 
 @pytest.mark.postgres
