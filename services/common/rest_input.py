@@ -282,16 +282,26 @@ def decode_body(request: M, keep_json: Collection[str] = ()) -> tuple[M, dict[st
     return typed, kept
 
 
+def gzip_coded(metadata: Iterable[tuple[str, Any]]) -> bool:
+    """Whether the client sent the body as gzip (the gateway marks such calls; Envoy inflated it)."""
+    return any(name == GZIP_METADATA_KEY for name, _ in metadata)
+
+
+def not_inflated() -> errors.ApiError:
+    """The 400 for a gzip body that inflated to nothing (not gzip data, or cut before its first
+    block): Envoy's decompressor drops what fails to inflate without a word, so the call would
+    otherwise read as an empty request and the client hear of a missing field."""
+    return errors.invalid(
+        "The body was sent with 'Content-Encoding: gzip' but does not inflate: it is not gzip "
+        "data, or it was cut short.",
+        "invalid_content_encoding",
+    )
+
+
 def check_inflated(request: Message, metadata: Iterable[tuple[str, Any]]) -> None:
-    """400 for a body sent as gzip that inflated to nothing (not gzip data, or cut before its
-    first block): it read as an empty request, and the client heard of a missing field."""
-    coded = any(name == GZIP_METADATA_KEY for name, _ in metadata)
-    if coded and not getattr(request, BODY_FIELD).data:
-        raise errors.invalid(
-            "The body was sent with 'Content-Encoding: gzip' but does not inflate: it is not gzip "
-            "data, or it was cut short.",
-            "invalid_content_encoding",
-        )
+    """400 `not_inflated` for a call whose gzip body reads as no body at all."""
+    if gzip_coded(metadata) and not getattr(request, BODY_FIELD).data:
+        raise not_inflated()
 
 
 def _query_value(field: FieldDescriptor, text: str, name: str) -> Any:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import grpc
 from google.api import httpbody_pb2
 
-from batchgate.services.common import errors, paging
+from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches, files
@@ -59,9 +59,17 @@ def _expiry(fields: dict[str, str], created_at: float, default_days: int) -> flo
     return created_at + value
 
 
-async def _body_chunks(requests: AsyncIterator[httpbody_pb2.HttpBody]) -> AsyncIterator[tuple[str, bytes]]:
+async def _body_chunks(
+    requests: AsyncIterator[httpbody_pb2.HttpBody], *, gzip_coded: bool
+) -> AsyncIterator[tuple[str, bytes]]:
+    """The upload's (content type, data) messages. A gzip body that inflated to nothing arrives
+    as a stream without data: its end is 400 `invalid_content_encoding`, not a malformed form."""
+    received = 0
     async for message in requests:
+        received += len(message.data)
         yield message.content_type, message.data
+    if gzip_coded and not received:
+        raise rest_input.not_inflated()
 
 
 class FilesServicer(files_pb2_grpc.FilesServiceServicer):
@@ -86,9 +94,10 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
         caller = principal()
         writer = BlobWriter(self._db, owner=f"upload:{caller.project_id}")
         try:
-            upload = await receive_upload(
-                _body_chunks(request_iterator), writer, self._settings.max_file_bytes, self._check_fields
+            chunks = _body_chunks(
+                request_iterator, gzip_coded=rest_input.gzip_coded(context.invocation_metadata() or ())
             )
+            upload = await receive_upload(chunks, writer, self._settings.max_file_bytes, self._check_fields)
             self._check_fields(upload.fields, final=True)
             if upload.size == 0:
                 raise errors.invalid("The file is empty.", "empty_file", "file")

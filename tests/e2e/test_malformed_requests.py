@@ -650,3 +650,22 @@ def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: Running
         assert refused.status_code == status, (coding, refused.text)
         assert refused.json()["error"]["code"] == code, refused.text
     assert batch_ids() == listed
+
+    def file_ids() -> list[str]:
+        return [file["id"] for file in httpx.get(f"{base}/files", headers=headers, timeout=30).json()["data"]]
+
+    stored = file_ids()
+    form = multipart(("purpose", "batch"), ("file", LINE))
+    for body, code in (
+        (form, "invalid_content_encoding"),  # not compressed
+        (b"\x1f\x8b\x08\x00garbage" + form, "invalid_content_encoding"),
+        (gzip.compress(form)[:-40], "invalid_multipart"),  # cut short: the form ends early
+    ):
+        refused = httpx.post(
+            f"{base}/files",
+            content=body,
+            headers={**headers, "Content-Type": MULTIPART, "Content-Encoding": "gzip"},
+            timeout=30,
+        )
+        assert (refused.status_code, refused.json()["error"]["code"]) == (400, code), refused.text
+    assert file_ids() == stored
