@@ -35,13 +35,15 @@ run: $(STAMP) $(UI_STAMP)
 
 # Two passes: first every test not marked `alone` on $(TEST_WORKERS) pytest-xdist workers (a module
 # stays on one worker, so its module-wide stack starts once), then the `alone` ones (they bound how
-# long something takes) one at a time. Both always run; exit status 5 is "none selected".
+# long something takes) one at a time. Both always run; exit status 5 is "none selected", a
+# failure only when neither pass selected a test.
 # TEST_WORKERS=0 runs the first pass in this process too.
 TEST_WORKERS ?= 2
 
 test: lint $(UI_STAMP) $(CHROMIUM)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS); parallel=$$?; \
 	$(PY) -m pytest -m alone $(PYTEST_ARGS); alone=$$?; \
+	[ $$parallel -ne 5 ] || [ $$alone -ne 5 ] || exit 5; \
 	for status in $$parallel $$alone; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; done
 
 # Opt-in, not part of `make test` (root, the Docker Engine, minutes): builds the image on a Debian
