@@ -38,7 +38,7 @@ from google.protobuf import descriptor_pb2
 
 from batchgate.gateway import panel
 from batchgate.gateway.tracing import envoy_tracing
-from batchgate.services.common import tls
+from batchgate.services.common import rest_input, tls
 from batchgate.services.common.config import Settings
 
 HERE = Path(__file__).resolve().parent
@@ -299,6 +299,7 @@ def render(
         max_message_batch_body=max_message_batch_body_bytes(settings),
         max_request_body=max(max_json_body_bytes(settings), max_message_batch_body_bytes(settings)),
         max_response_body=settings.grpc_max_message_bytes,
+        max_request_headers_kb=rest_input.REQUEST_HEAD_MAX_KB,
         unavailable_message=UNAVAILABLE_MESSAGE,
         timeout_message=TIMEOUT_MESSAGE,
         server_error_message=SERVER_ERROR_MESSAGE,

@@ -84,6 +84,9 @@ def server_options(settings: Settings) -> list[tuple[str, Any]]:
         # buffers (~150 MiB of RSS) while it wrote the first MiBs. The fixed default window
         # (64 KiB per stream) keeps what a stream holds small; uploads ran no slower.
         ("grpc.http2.bdp_probe", 0),
+        # Any request head Envoy took fits (see rest_input); soft = hard: no refusal at random.
+        ("grpc.max_metadata_size", rest_input.FORWARDED_METADATA_MAX_BYTES),
+        ("grpc.absolute_max_metadata_size", rest_input.FORWARDED_METADATA_MAX_BYTES),
     ]
 
 

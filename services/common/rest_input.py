@@ -44,6 +44,15 @@ from batchgate.services.common import proto_values as pv
 BODY_FIELD = "http_body"
 QUERY_METADATA_KEY = "x-oai-query"
 GZIP_METADATA_KEY = "x-oai-gzip"
+REQUEST_HEAD_MAX_KB = 60
+"""The largest request head (request line and headers) Envoy takes from a client, 431
+`request_headers_too_large` beyond: its `max_request_headers_kb`, Envoy's default made explicit."""
+FORWARDED_METADATA_MAX_BYTES = (3 * REQUEST_HEAD_MAX_KB + 16) * 1024
+"""The metadata a service takes with a call. A head Envoy took reaches it with each byte at
+most three times (the header itself, the path again as `x-envoy-original-path`, the query
+string again as `x-oai-query`) and Envoy's own headers added. With gRPC's defaults (8 KiB,
+then refusals at random up to 16 KiB) a call with a 17 KiB cookie ended RESOURCE_EXHAUSTED,
+which the transcoder answers as a 429 `rate_limit_error` that clients back off and retry."""
 """Set by Envoy on a request whose non-empty body came gzip-compressed: Envoy's decompressor
 passes on what inflated, nothing at all for a body that is not gzip data."""
 

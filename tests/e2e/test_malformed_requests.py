@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import re
 import socket
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -571,6 +572,42 @@ def test_what_envoy_cannot_read_as_http_gets_the_apis_codes(
     assert answered == status
     assert body["error"]["code"] == code and body["error"]["type"] == "invalid_request_error"
     assert "http1." not in body["error"]["message"]
+
+
+def _filler(size: int) -> str:
+    """`size` characters that HPACK's Huffman code does not shrink much (a run of one letter
+    packs to 5 bits a character, under gRPC's limit on a header's encoded length)."""
+    alphabet = string.ascii_letters + string.digits
+    return (alphabet * (size // len(alphabet) + 1))[:size]
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "status", "error"),
+    [
+        ("/v1/batches?limit=1", {"X-Big": _filler(12_000)}, 200, None),  # gRPC refused at random above 8 KiB
+        ("/v1/batches?limit=1", {"Cookie": "c=" + _filler(45_000)}, 200, None),
+        ("/v1/batches?limit=1&pad=" + _filler(55_000), {}, 200, None),  # the query: three times
+        ("/v1/batches/batch_" + _filler(55_000), {}, 404, ("code", "not_found")),  # the path twice
+        ("/v1/messages/batches/msgbatch_" + _filler(40_000), {}, 404, ("type", "not_found_error")),
+    ],
+    ids=["12 kB header", "45 kB cookie", "55 kB query", "55 kB path", "40 kB Anthropic path"],
+)
+def test_a_request_head_envoy_takes_is_answered(
+    shared_stack: RunningStack, path: str, headers: dict[str, str], status: int, error: tuple[str, str] | None
+) -> None:
+    """Heads above gRPC's metadata defaults were 429 `rate_limit_error` (RESOURCE_EXHAUSTED in
+    the transcoder's words, with the internal header names): clients backed off and retried a
+    rate limit that was none. What Envoy takes (up to its 60 KiB, 431 beyond) is answered."""
+    key = shared_stack.keys["default"]
+    answer = httpx.get(
+        f"http://127.0.0.1:{shared_stack.settings.port}{path}",
+        headers={"Authorization": f"Bearer {key}", **headers},
+        timeout=30,
+    )
+    assert answer.status_code == status, answer.text[:300]
+    if error is not None:
+        field, value = error
+        assert answer.json()["error"][field] == value
 
 
 def test_head_answers_as_get_without_a_body(shared_stack: RunningStack) -> None:
