@@ -113,6 +113,22 @@ PER_REQUEST: list[tuple[str, Any, str, str | None, str, str]] = [
     ("params not an object", {"custom_id": "a", "params": "x"}, "invalid_params", "params", "a", "object"),
     ("stream true", request(stream=True), "stream_not_supported", "params.stream", "req-1", "stream"),
     (
+        "a workflow on a model served natively",
+        request(batchgate={"workflow": {"url": "http://127.0.0.1:9/wf"}}),
+        "unsupported_parameter",
+        "params.batchgate",
+        "req-1",
+        "/v1/batches",
+    ),
+    (
+        "a tool_config on a model served natively",
+        request(batchgate={"tool_config": {"url": "http://127.0.0.1:9/t"}}),
+        "unsupported_parameter",
+        "params.batchgate",
+        "req-1",
+        "/v1/batches",
+    ),
+    (
         "no max_tokens",
         {"custom_id": "a", "params": {"model": "claude-native", "messages": [{}]}},
         "missing_max_tokens",

@@ -7,10 +7,12 @@ Two levels, as batchgate's OpenAI side has them:
   `request_too_large`);
 - each request alone (`RequestChecker`): `custom_id` 1–64 of `[A-Za-z0-9_-]` and unique,
   `params` an object with a `model` the gateway offers, `max_tokens`, a non-empty `messages`,
-  no `stream: true`; and where the model runs only on OpenAI-compatible upstreams, params that
-  translate (`anthropic_to_chat`). Each failure is one `RejectedRequest` with the request's
-  index, custom_id (as sent, even when invalid: `echoed_custom_id`), a stable code and a
-  message saying what to fix; the rest run.
+  no `stream: true`, no `batchgate` extension (tool calling and workflows are for `/v1/batches`
+  records: on a model served natively it went on unchecked, a workflow ran in a project without
+  the feature and a tool_config was dropped unsaid); and where the model runs only on
+  OpenAI-compatible upstreams, params that translate (`anthropic_to_chat`). Each failure is
+  one `RejectedRequest` with the request's index, custom_id (as sent, even when invalid:
+  `echoed_custom_id`), a stable code and a message saying what to fix; the rest run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import orjson
 
 from batchgate.services.common.errors import clip
 from batchgate.services.common.seen_ids import SeenIds
+from batchgate.services.common.tool_config import EXTENSION_KEY
 from batchgate.services.common.translate.anthropic_to_chat import ChatTarget, to_chat_request
 from batchgate.services.common.translate.errors import anthropic_error_type
 from batchgate.services.common.translate.shared import JsonObject, Untranslatable
@@ -190,6 +193,12 @@ class RequestChecker:
         """(code, message, param) when `params` cannot run here."""
         if params.get("stream") is True:
             return "stream_not_supported", "'params.stream' must not be true in a batch.", "params.stream"
+        if EXTENSION_KEY in params:
+            why = (
+                "'params.batchgate' is not a Messages API parameter; tool calling and workflows "
+                "are for /v1/batches."
+            )
+            return "unsupported_parameter", why, "params.batchgate"
         max_tokens = params.get("max_tokens")
         if max_tokens is None:
             return "missing_max_tokens", "'params.max_tokens' is required.", "params.max_tokens"
