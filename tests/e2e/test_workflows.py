@@ -218,9 +218,13 @@ def test_each_step_and_each_request_is_a_span(world: dict[str, Any]) -> None:
     assert SECRET.split()[-1] not in world["stack"].logs()
 
 
-def test_a_project_without_the_workflows_feature_gets_409_and_no_batch(world: dict[str, Any]) -> None:
+@pytest.mark.parametrize("bounds", [{}, {"max_steps": -1}], ids=["valid", "invalid"])
+def test_a_project_without_the_workflows_feature_gets_409_and_no_batch(
+    world: dict[str, Any], bounds: dict[str, Any]
+) -> None:
+    """An invalid workflow record was rejected alone (200): fixed, it met the 409 only then."""
     client = world["stack"].client("other")
-    records = [record("plain", None), record("wf", {"url": world["callback"].url})]
+    records = [record("plain", None), record("wf", {"url": world["callback"].url, **bounds})]
     with pytest.raises(openai.ConflictError) as caught:
         client.batches.create(
             input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
