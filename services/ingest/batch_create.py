@@ -152,9 +152,8 @@ class BatchCreator:
             require_expedited(caller.policy)
         claim: Claim | None = None
         if idempotency_key is not None:
-            claimed = await self._idempotency.claim(
-                caller.project_id, idempotency_key, request_hash(request, inline)
-            )
+            asked = request_hash(request, inline)
+            claimed = await self._idempotency.claim(caller.project_id, idempotency_key, asked)
             if isinstance(claimed, str):
                 return await self._replay(caller.project_id, claimed)
             claim = claimed
@@ -296,6 +295,7 @@ class BatchCreator:
             self._settings.batch_discount(options.tier),
             message_batch=self._shape.message_batch,
             mixed=checked.mixed_models,
+            loops=checked.loops,
         )
         project = draft.caller.project_id
         crash_point("ingest.create.before_publish")

@@ -190,12 +190,15 @@ def batch_execution(
     *,
     message_batch: bool = False,
     mixed: bool = False,
+    loops: bool = False,
 ) -> Execution:
     """The execution a batch of `model` gets: the request's, else the model's configured one;
     400 `native_unsupported` when native is asked of a model whose provider has no batch API,
     or of a batch whose records name more than one model (`mixed`: some were rejected
     `model_mismatch`), whichever model came first. `discount` is the tier's, kept for executed
-    batches.
+    batches. Records that call tools or run a workflow (`loops`) never go native, asked or by
+    the model's default: the provider would get their `batchgate` section, the tool server's
+    `authorization` in it, and run neither the tools nor the workflow.
 
     A Message Batch (Anthropic-shaped items) always runs on our executors, whatever the model's
     `batch_mode`: the pass-through submits OpenAI-shaped records only, so asking one to run
@@ -218,6 +221,13 @@ def batch_execution(
     mode = requested or default_execution(settings, model)
     if mode == EXECUTE:
         return Execution(EXECUTE, discount)
+    if loops:
+        raise errors.invalid(
+            "Records with 'batchgate.tool_config' or 'batchgate.workflow' run on batchgate's "
+            "executors; use execution 'execute'.",
+            "native_unsupported",
+            "execution",
+        )
     provider = batch_provider(settings, model)
     if provider is None:
         raise errors.invalid(

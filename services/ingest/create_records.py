@@ -92,6 +92,8 @@ class Checked:
     """The accepted records' worst-case cost: the batch's budget hold."""
     mixed_models: bool = False
     """Some records named another model than the batch's (`model_mismatch`)."""
+    loops: bool = False
+    """Some accepted record calls tools or runs a workflow (`RecordScreen.loops`)."""
 
 
 def inline_line(index: int, request: Any, endpoint: str, model: str = "") -> bytes:
@@ -261,7 +263,7 @@ async def _check_each(
         raise
     if index == 0:
         raise errors.invalid("The input has no records.", "empty_file", param)
-    return Checked(index, accepted, screen.checker.model, holds.usd, screen.mixed_models)
+    return Checked(index, accepted, screen.checker.model, holds.usd, screen.mixed_models, screen.loops)
 
 
 @dataclass
@@ -279,6 +281,8 @@ class RecordScreen:
     """The request field the input came in (`input_file_id` or `requests`), for errors."""
     mixed_models: bool = False
     """Some record named another model than the batch's (rejected `model_mismatch`)."""
+    loops: bool = False
+    """Some accepted record has a tool_config or a workflow: only our executors run it."""
     tool_urls: ToolUrlGate = field(init=False)
 
     def __post_init__(self) -> None:
@@ -315,11 +319,14 @@ class RecordScreen:
             yield line_number, await self.check(raw)
 
     async def check(self, raw: bytes) -> Accepted | Rejected:
-        outcome = await self.tool_urls.admit(needs_features(self._checked(raw), self.policy))
+        checked = needs_features(self._checked(raw), self.policy)
+        outcome = await self.tool_urls.admit(checked)
         if self.guard is not None and isinstance(outcome, Accepted):
             outcome = await self.guard.screen(outcome)
         if isinstance(outcome, Rejected) and outcome.code == MODEL_MISMATCH:
             self.mixed_models = True
+        if isinstance(outcome, Accepted) and isinstance(checked, Accepted) and checked.tool_url is not None:
+            self.loops = True
         return outcome
 
     def _checked(self, raw: bytes) -> Accepted | Rejected:

@@ -124,6 +124,7 @@ class DryRun:
             screen.checker.model,
             self._settings.batch_discount(options.tier),
             mixed=screen.mixed_models,
+            loops=screen.loops,
         )
         net = 1.0 - execution.discount
         async with self._db.read() as conn:

@@ -450,6 +450,40 @@ def test_native_execution_of_records_naming_two_models_is_refused_in_either_orde
     assert bogus.json()["error"]["message"] == "'execution' must be one of ['execute', 'native']."
 
 
+@pytest.mark.parametrize(("model", "execution"), [("native-mini", ""), ("gpt-4o", "native")])
+def test_records_that_call_tools_never_go_native(stack: RunningStack, model: str, execution: str) -> None:
+    """They went, by the model's default or when asked: the provider got each record's
+    `batchgate` section, the tool server's authorization in it, and ran no tool. 400
+    `native_unsupported` for a create and a dry run alike; executed, the same records run."""
+    tool_record = records(1, f"native-tools-{model}", model=model)[0]
+    tool_record["body"]["tools"] = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    tool_record["body"]["batchgate"] = {
+        "tool_config": {"url": "http://127.0.0.1:9/tools", "authorization": "Bearer never-sent"}
+    }
+    plain = records(1, f"native-plain-{model}", model=model)
+    file_id = upload(stack.client(), [*plain, tool_record]).id
+    body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    for dry_run in (False, True):
+        answer = httpx.post(
+            f"{stack.base_url}/batches",
+            json={**body, "dry_run": dry_run, **({"execution": execution} if execution else {})},
+            headers={"Authorization": f"Bearer {stack.key}"},
+            timeout=30,
+        )
+        assert answer.status_code == 400, (dry_run, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("native_unsupported", "execution"), error
+        assert "tool_config" in error["message"]
+    assert not [b for b in stack.client().batches.list(limit=100) if b.input_file_id == file_id]
+    executed = stack.client().batches.create(
+        input_file_id=file_id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"execution": "execute"},
+    )
+    assert executed.rejected_count == 0  # type: ignore[attr-defined]
+
+
 def test_a_recurring_native_batchs_create_answer_shows_how_its_runs_execute(stack: RunningStack) -> None:
     """The template's create answer holds the fields every run will have: `execution` included."""
     headers = {"Authorization": f"Bearer {stack.key}"}
