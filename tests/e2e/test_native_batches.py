@@ -481,7 +481,7 @@ def test_records_that_call_tools_never_go_native(stack: RunningStack, model: str
         completion_window="24h",
         extra_body={"execution": "execute"},
     )
-    assert executed.rejected_count == 0  # type: ignore[attr-defined]
+    assert executed.rejected_count == 0
 
 
 def test_a_recurring_native_batchs_create_answer_shows_how_its_runs_execute(stack: RunningStack) -> None:
