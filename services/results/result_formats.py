@@ -2,7 +2,8 @@
 
 - `merged`: the output/error line of every item (`LineRenderer`), with the request's own
   `body` beside `custom_id`: the join of input and results every user writes by hand. A record
-  rejected at create has `"body": null` (it never had a runnable one).
+  rejected at create has `"body": null` (it never had a runnable one). The `authorization` of a
+  `batchgate.tool_config` or `batchgate.workflow` reads `"[redacted]"` (`redacted_body`).
 - `simple`: one `{"custom_id", "content"}` per success (the answer's text: a chat message's
   content, a completion's text, a response's output text, an embedding's vector) or
   `{"custom_id", "error": {"code", "message"}}` per failure.
@@ -19,6 +20,8 @@ import orjson
 
 from batchgate.services.common.jsonl import dumps_line, one_line
 from batchgate.services.common.states import ItemState
+from batchgate.services.common.tool_config import CONFIG_KEY, EXTENSION_KEY
+from batchgate.services.common.workflow_config import WORKFLOW_KEY
 from batchgate.services.results.lines import STATE, LineRenderer
 
 MERGED = "merged"
@@ -27,6 +30,31 @@ FORMATS = ("", MERGED, SIMPLE)
 LINE_WIDTH = 8  # LINE_COLUMNS; the request body follows
 CUSTOM_ID = 1  # positions in LINE_COLUMNS
 RESPONSE = 4
+AUTHORIZATION = "authorization"  # the secret field of both extension objects below
+REDACTED = "[redacted]"
+SECRET_HOLDERS = (CONFIG_KEY, WORKFLOW_KEY)
+EXTENSION_MARKER = orjson.dumps(EXTENSION_KEY)  # `"batchgate"`, as ingest's orjson writes the key
+
+
+def redacted_body(body: bytes) -> bytes:
+    """The stored request `body` with the `authorization` of its tool_config and workflow
+    replaced by REDACTED. README keeps those credentials where the record is: a key that may
+    read results need not be one that may read the input file. A marker rather than a missing
+    key, so the reader sees the value was withheld, not that it was never sent.
+
+    Bodies are stored as orjson writes them, so one whose bytes lack `"batchgate"` has no
+    extension object and is returned as it is: only the few that have one are parsed."""
+    if EXTENSION_MARKER not in body:
+        return body
+    request = orjson.loads(body)
+    extension = request.get(EXTENSION_KEY) if isinstance(request, dict) else None
+    if not isinstance(extension, dict):
+        return body
+    holders = [extension[key] for key in SECRET_HOLDERS if isinstance(extension.get(key), dict)]
+    holding = [holder for holder in holders if AUTHORIZATION in holder]
+    for holder in holding:
+        holder[AUTHORIZATION] = REDACTED
+    return orjson.dumps(request) if holding else body
 
 
 def _chat(body: dict[str, Any]) -> Any:
@@ -60,7 +88,8 @@ CONTENT: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 
 class MergedRenderer:
-    """Each item's output or error line with its request `body` added."""
+    """Each item's output or error line with its request `body` added (its credentials
+    redacted)."""
 
     def __init__(self, batch_id: str) -> None:
         self._lines = LineRenderer(batch_id)
@@ -69,7 +98,7 @@ class MergedRenderer:
         out = []
         for row in rows:
             line = self._lines.line(row[:LINE_WIDTH])  # ends with `}\n`
-            body = one_line(row[LINE_WIDTH]) if row[LINE_WIDTH] is not None else b"null"
+            body = one_line(redacted_body(row[LINE_WIDTH])) if row[LINE_WIDTH] is not None else b"null"
             out.append(b"".join((line[:-2], b',"body":', body, b"}\n")))
         return b"".join(out)
 

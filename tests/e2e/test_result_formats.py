@@ -1,22 +1,32 @@
 """GET /v1/batches/{id}/results?format=merged|simple: every item in input order, with the
-request beside its outcome (merged) or just the answer's content or error (simple)."""
+request beside its outcome (merged) or just the answer's content or error (simple); the
+credentials of tool and workflow records are never echoed."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import httpx
 import openai
+import pytest
 
+from tests.e2e.test_keys_and_budgets import cli, new_key
 from tests.support import RunningStack, chat_records, read_jsonl, run_cli, upload, wait_for_batch
+from tests.tool_servers import HttpToolServer
+from tests.workflow_servers import WorkflowCallbackServer
+
+TOOL_TOKEN = "merged-tool-secret-7f3e"
+WORKFLOW_TOKEN = "merged-workflow-secret-2b9d"
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
 
 
-def results(stack: RunningStack, batch_id: str, **params: str) -> httpx.Response:
+def results(stack: RunningStack, batch_id: str, project: str = "default", **params: str) -> httpx.Response:
     return httpx.get(
         f"{stack.base_url}/batches/{batch_id}/results",
         params=params,
-        headers={"Authorization": f"Bearer {stack.keys['default']}"},
+        headers={"Authorization": f"Bearer {stack.keys[project]}"},
         timeout=60,
     )
 
@@ -114,3 +124,77 @@ def test_cli_results_merged(shared_stack: RunningStack, tmp_path: Any) -> None:
     lines = read_jsonl(out.read_bytes())
     assert [line["custom_id"] for line in lines] == [r["custom_id"] for r in records]
     assert lines[0]["body"] == records[0]["body"]
+
+
+def secret_records(tool_url: str, callback_url: str) -> list[dict[str, Any]]:
+    """A tool record that succeeds, one that fails at its first tool round, a workflow record
+    (each with its credential), and a tool record rejected at create."""
+
+    def chat(custom_id: str, extension: dict[str, Any], **body: Any) -> dict[str, Any]:
+        request = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": custom_id}], **body}
+        return {
+            "custom_id": custom_id,
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {**request, "batchgate": extension},
+        }
+
+    tool = {"url": tool_url, "authorization": f"Bearer {TOOL_TOKEN}", "context": {"user": 7}}
+    workflow = {"url": callback_url, "authorization": f"Bearer {WORKFLOW_TOKEN}", "context": {"maps": 1}}
+    return [
+        chat("tool", {"tool_config": tool}, tools=TOOLS, x_sim={"tool_rounds": 1}),
+        chat(
+            "tool-fails",
+            {"tool_config": {**tool, "context": {"mode": "fail_at:1"}}},
+            tools=TOOLS,
+            x_sim={"tool_rounds": 1},
+        ),
+        chat("workflow", {"workflow": workflow}),
+        chat("tool-rejected", {"tool_config": {**tool, "max_rounds": -1}}, tools=TOOLS),
+    ]
+
+
+def test_results_never_echo_tool_or_workflow_authorization(shared_stack: RunningStack) -> None:
+    """README: a tool_config's or workflow's `authorization` is kept only where the record is;
+    a key that may read the batch but not its input file must not read it in the merged view."""
+    project = f"secrets-{uuid.uuid4().hex[:6]}"
+    cli(shared_stack, "projects", "create", project, "--features", "workflows")
+    new_key(shared_stack, project)  # every scope: uploads the input, reads the files
+    owner = shared_stack.client(project)
+    with HttpToolServer() as tools, WorkflowCallbackServer() as callback:
+        records = secret_records(tools.url, callback.url)
+        input_file = upload(owner, records)
+        new_key(shared_stack, project, "--scopes", "batches:read,batches:write")
+        reader = shared_stack.client(project)
+        created = reader.batches.create(
+            input_file_id=input_file.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        done = wait_for_batch(reader, created.id, timeout_s=180)
+        sent = [request.headers["authorization"] for request in tools.requests() + callback.requests()]
+    assert (done.request_counts.completed, done.request_counts.failed) == (2, 2)
+    assert sorted(set(sent)) == [f"Bearer {TOOL_TOKEN}", f"Bearer {WORKFLOW_TOKEN}"]  # they were used
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        reader.files.content(input_file.id)
+    assert caught.value.code == "insufficient_scope"
+
+    for result_format in ("merged", "simple", ""):
+        answer = results(shared_stack, done.id, project, format=result_format)
+        assert answer.status_code == 200, answer.text
+        assert TOOL_TOKEN.encode() not in answer.content and WORKFLOW_TOKEN.encode() not in answer.content
+    for file_id in (done.output_file_id, done.error_file_id):
+        content = owner.files.content(file_id).content
+        assert TOOL_TOKEN.encode() not in content and WORKFLOW_TOKEN.encode() not in content
+
+    merged = read_jsonl(results(shared_stack, done.id, project, format="merged").content)
+    assert [line["custom_id"] for line in merged] == [r["custom_id"] for r in records]
+    for record, line in zip(records[:3], merged, strict=False):
+        sent_body, echoed = record["body"], line["body"]
+        assert {k: v for k, v in echoed.items() if k != "batchgate"} == {
+            k: v for k, v in sent_body.items() if k != "batchgate"
+        }
+        ((section, sent_config),) = sent_body["batchgate"].items()
+        (echoed_section,) = echoed["batchgate"]
+        config = echoed["batchgate"][echoed_section]
+        assert echoed_section == section and config["authorization"] == "[redacted]"
+        assert (config["url"], config["context"]) == (sent_config["url"], sent_config["context"])
+    assert merged[3]["body"] is None and merged[3]["error"]["code"] == "invalid_tool_config"
