@@ -8,6 +8,7 @@ and each item's trace (a span per step and per request), with the callback's sec
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,7 @@ def test_a_three_step_map_reduce_completes_with_its_output_and_summed_usage(worl
     for custom_id in ("map-reduce", "flaky"):
         line = output[custom_id]
         assert line["error"] is None and line["response"]["status_code"] == 200
+        assert re.fullmatch(r"req_[0-9a-f]{32}", line["response"]["request_id"])  # it was ""
         body = line["response"]["body"]
         assert body["object"] == "batchgate.workflow.result"
         assert (body["steps"], body["requests"]) == (3, 5)  # 1 + 3 maps + 1 reduce

@@ -13,6 +13,7 @@ import orjson
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.token_usage import add_usage, usage_json
+from batchgate.services.executor.upstream import fallback_request_id
 
 RESULT_OBJECT = "batchgate.workflow.result"
 MAX_MESSAGE_CHARS = 500
@@ -75,6 +76,7 @@ def completed(item: scheduler_pb2.LeasedItem, tally: Tally, output: Any) -> reco
     outcome = _base(item, tally)
     outcome.state = recorder_pb2.OUTCOME_STATE_SUCCEEDED
     outcome.status_code = 200
+    outcome.request_id = fallback_request_id()  # the answer is ours, not one upstream's
     outcome.response_body = orjson.dumps(
         {
             "object": RESULT_OBJECT,
