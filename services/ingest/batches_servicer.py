@@ -180,22 +180,37 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
             or row.end_status == BatchStatus.CANCELLED
         )
         if not being_cancelled:
-            raise errors.conflict(
-                f"Batch '{row.id}' is {found.status} and can no longer be cancelled.", "batch_not_cancellable"
+            raise errors.conflict(  # `row`, read after the scheduler refused: it may have ended since `found`
+                f"Batch '{row.id}' is {row.status} and can no longer be cancelled.", "batch_not_cancellable"
             )
         return batch_message(row)
 
     async def UpdateBatchMetadata(
         self, request: batches_pb2.UpdateBatchMetadataRequest, context: grpc.aio.ServicerContext
     ) -> batches_pb2.Batch:
-        request, _ = rest_input.decode_body(request)
-        metadata = dict(request.metadata)
+        """Replaces the metadata; `{"metadata": {}}` clears it. A body without `metadata` (no
+        body, `{}`, or `null`, proto3's "not given") is 400: the map has no presence, and
+        reading it as empty silently erased the batch's metadata."""
+        typed, _ = rest_input.decode_body(request)
+        metadata = dict(typed.metadata)
+        if not metadata and not _gives_metadata(request):
+            raise errors.invalid("Missing required parameter: 'metadata'.", "missing_parameter", "metadata")
         check_metadata(metadata)
         project = principal().project_id
         async with self._db.write() as conn:
-            row = await visible_batch(conn, project, request.batch_id)
+            row = await visible_batch(conn, project, typed.batch_id)
             await batches.set_metadata(conn, row.id, orjson.dumps(metadata).decode() if metadata else None)
             (message,) = await batch_messages(
-                conn, [await visible_batch(conn, project, request.batch_id)], self._paces
+                conn, [await visible_batch(conn, project, typed.batch_id)], self._paces
             )
             return message
+
+
+def _gives_metadata(request: batches_pb2.UpdateBatchMetadataRequest) -> bool:
+    """Whether the caller sent `metadata` (an empty map included). A REST body tells by its
+    key, once `rest_input.decode_body` found it a JSON object; a native gRPC call cannot tell
+    an empty map from none, so it keeps its one way to clear the metadata."""
+    if not request.HasField(rest_input.BODY_FIELD):
+        return True
+    body = request.http_body.data
+    return bool(body) and orjson.loads(body).get("metadata") is not None

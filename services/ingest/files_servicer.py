@@ -28,13 +28,12 @@ JSONL = "application/jsonl"
 
 
 def _invalid_purpose(allowed: tuple[FilePurpose, ...], given: str | None) -> errors.ApiError:
-    """400 for an upload's or a listing's `purpose` outside `allowed` (a long one cut short)."""
-    shown = given if given is None else given[:80]
-    return errors.invalid(
-        f"'purpose' must be one of {[p.value for p in allowed]}, not {shown!r}.",
-        "invalid_purpose",
-        "purpose",
-    )
+    """400 for an upload's or a listing's `purpose` outside `allowed`, or an upload without one
+    (`given` None), in OpenAI's words rather than Python's reprs (a long one cut short)."""
+    if given is None:
+        return errors.invalid("Missing required parameter: 'purpose'.", "invalid_purpose", "purpose")
+    choices = " or ".join(f"'{p.value}'" for p in allowed)
+    return errors.invalid(f"'purpose' must be {choices}, not '{given[:80]}'.", "invalid_purpose", "purpose")
 
 
 def _expiry(fields: dict[str, str], created_at: float, default_days: int) -> float:

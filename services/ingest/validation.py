@@ -74,7 +74,9 @@ class RecordChecker:
     allowed_models: frozenset[str] | None = None
     """The models the caller's policy allows (None: every offered one)."""
     seen_custom_ids: SeenIds = field(default_factory=SeenIds)
-    """Every accepted record's custom_id, packed (a set of a million took ~90 MiB)."""
+    """Every custom_id that passed its own checks, packed (a set of a million took ~90 MiB):
+    claimed even when the rest of its record is rejected, since custom_ids must be unique in
+    the batch and the results carry one line per record, rejected ones included."""
     model: str | None = None
     _offered: dict[str, ModelConfig | None] = field(default_factory=dict)
     """Catalogue lookups so far (a batch names one model, tens of thousands of times)."""
@@ -126,11 +128,11 @@ class RecordChecker:
                 f"'custom_id' {custom_id!r} appears more than once in this batch.",
                 custom_id,
             )
+        self.seen_custom_ids.add(custom_id)
         rejected = self._check_request(record, custom_id)
         if isinstance(rejected, Rejected):
             return rejected
         body, request, model, (section, url) = rejected
-        self.seen_custom_ids.add(custom_id)
         if self.model is None:
             self.model = model
         return Accepted(custom_id, body, model, url, section, request=request)

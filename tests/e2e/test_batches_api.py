@@ -60,6 +60,26 @@ def test_metadata_is_replaced_at_any_time_even_after_the_end(shared_stack: Runni
     assert client.batches.retrieve(batch.id).metadata is None
 
 
+@pytest.mark.parametrize(
+    "body",
+    [{"content": b""}, {"json": {}}, {"json": {"metadata": None}}],
+    ids=["no body", "empty object", "null metadata"],
+)
+def test_a_metadata_update_without_metadata_is_400_and_keeps_it(
+    shared_stack: RunningStack, body: dict[str, object]
+) -> None:
+    created = create_batch("http", shared_stack, _inline("keep metadata", metadata={"stage": "kept"}))
+    assert created.status == 200, created.body
+    url = f"{shared_stack.base_url}/batches/{created.body['id']}/metadata"
+    headers = {"Authorization": f"Bearer {shared_stack.key}", "Content-Type": "application/json"}
+    answer = httpx.post(url, headers=headers, timeout=30, **body)  # type: ignore[arg-type]
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["param"]) == ("missing_parameter", "metadata")
+    assert error["message"] == "Missing required parameter: 'metadata'."
+    assert shared_stack.client().batches.retrieve(created.body["id"]).metadata == {"stage": "kept"}
+
+
 def test_listing_is_newest_first_and_pages_with_after(shared_stack: RunningStack) -> None:
     add_project(shared_stack, "listing")
     client = shared_stack.client("listing")

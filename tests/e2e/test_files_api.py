@@ -135,6 +135,33 @@ def test_malformed_upload_is_400(
     assert project_files(shared_stack, project_id) == before
 
 
+@pytest.mark.parametrize(
+    "method, form, message",
+    [
+        ("POST", {}, "Missing required parameter: 'purpose'."),
+        ("POST", {"purpose": "fine-tune"}, "'purpose' must be 'batch', not 'fine-tune'."),
+        ("GET", {"purpose": "it's"}, "'purpose' must be 'batch' or 'batch_output', not 'it's'."),
+    ],
+    ids=["upload without purpose", "upload purpose", "listing purpose"],
+)
+def test_a_bad_purpose_is_told_in_openais_words(
+    shared_stack: RunningStack, project_id: str, method: str, form: dict[str, str], message: str
+) -> None:
+    before = project_files(shared_stack, project_id)
+    sent = {"data": form, "files": {"file": ("ok.jsonl", b"{}\n")}} if method == "POST" else {"params": form}
+    answer = httpx.request(
+        method,
+        f"{shared_stack.base_url}/files",
+        headers={"Authorization": f"Bearer {shared_stack.keys['files']}"},
+        timeout=30,
+        **sent,  # type: ignore[arg-type]
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["param"], error["message"]) == ("invalid_purpose", "purpose", message)
+    assert project_files(shared_stack, project_id) == before
+
+
 def incomplete_blobs(stack: RunningStack, project_id: str) -> int:
     """Upload blobs of the project still being written."""
     return int(

@@ -282,6 +282,33 @@ def test_rejected_records_appear_in_the_finished_batchs_error_file(
     ]
 
 
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "file"])
+def test_a_custom_id_is_taken_even_by_a_record_rejected_for_something_else(
+    shared_stack: RunningStack, context: Context, inline: bool
+) -> None:
+    """custom_ids are unique in a batch: the second `a` is a duplicate although the first `a`
+    was rejected (its model), so it never runs beside the first one's error line."""
+    chat = {"messages": [{"role": "user", "content": "taken"}]}
+    requests = [
+        {"custom_id": "a", "body": {"model": "no-such-model", **chat}},
+        {"custom_id": "a", "body": {"model": "gpt-4o-mini", **chat}},
+        {"custom_id": "b", "body": {"model": "gpt-4o-mini", **chat}},
+    ]
+    source: dict[str, Any] = (
+        {"requests": requests}
+        if inline
+        else {"input_file_id": upload_records(shared_stack, [record(**r) for r in requests], PROJECT)}
+    )
+    answer = create_batch(
+        "http", shared_stack, {"endpoint": ENDPOINT, "completion_window": "24h", **source}, PROJECT
+    )
+    assert answer.status == 200, answer.body
+    rejected = [(r["line"], r["code"], r["custom_id"]) for r in answer.body["rejected_records"]]
+    assert rejected == [(1, "model_not_found", "a"), (2, "duplicate_custom_id", "a")]
+    done = wait_for_batch(shared_stack.client(PROJECT), answer.body["id"])
+    assert (done.request_counts.total, done.request_counts.completed, done.request_counts.failed) == (3, 1, 2)
+
+
 # --- inline requests ---------------------------------------------------------------------------
 
 
