@@ -211,10 +211,10 @@ class Settings:
         600.0, "BATCHGATE_REQUEST_TIMEOUT_S", "Per-request time limit (error `request_timeout` beyond)."
     )
     workflow_max_tokens: int = _setting(
-        200_000, "BATCHGATE_WORKFLOW_MAX_TOKENS", "Workflows' default max_tokens."
+        200_000, "BATCHGATE_WORKFLOW_MAX_TOKENS", "A workflow's or tool_config's default max_tokens."
     )
     workflow_max_tokens_cap: int = _setting(
-        2_000_000, "BATCHGATE_WORKFLOW_MAX_TOKENS_CAP", "Their max_tokens cap."
+        2_000_000, "BATCHGATE_WORKFLOW_MAX_TOKENS_CAP", "Cap of a workflow's or tool_config's max_tokens."
     )
     maintenance_interval_s: float = _setting(
         1.0, "BATCHGATE_MAINTENANCE_INTERVAL_S", "How often leases are rescued and cancel/expiry applied."

@@ -130,6 +130,8 @@ class ItemErrorCode(StrEnum):
     BATCH_EXPIRED = "batch_expired"
     WORKFLOW_LIMIT_EXCEEDED = "workflow_limit_exceeded"
     """A workflow asked for more steps or requests, or used more tokens, than its bounds."""
+    TOOL_LIMIT_EXCEEDED = "tool_limit_exceeded"
+    """A tool-calling record's next model turn could have passed its `max_tokens`."""
     WORKFLOW_CALLBACK_FAILED = "workflow_callback_failed"
     """A workflow's callback gave no usable answer after its retries."""
     WORKFLOW_FAILED = "workflow_failed"

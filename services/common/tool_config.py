@@ -9,8 +9,11 @@ values; the executor parses it again (its own limits may be lower) and strips it
 
 Fields: `type` (`http` default, or `mcp`), `url`, `authorization` (the `Authorization` header
 of every tool request), `context` (any JSON), `max_rounds` (default 8, at most 16),
-`timeout_ms` (default 30,000, at most the request time limit). Omitted or 0 → the default;
-above a cap → the cap; negative, a wrong type or a bad URL → refused.
+`max_tokens` (prompt + completion over every model turn of the record, as a workflow's: default
+and cap are the settings `workflow_max_tokens` and `workflow_max_tokens_cap`; the record's
+budget hold, and no turn starts that could pass it), `timeout_ms` (default 30,000, at most the
+request time limit). Omitted or 0 → the default; above a cap → the cap; negative, a wrong type
+or a bad URL → refused.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from batchgate.services.common.config import Settings
 from batchgate.services.common.webhook_urls import RefusedUrl, split_url
 
 EXTENSION_KEY = "batchgate"
@@ -28,7 +32,7 @@ DEFAULT_MAX_ROUNDS = 8
 MAX_ROUNDS_CAP = 16
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_AUTHORIZATION_CHARS = 8192
-FIELDS = frozenset({"type", "url", "authorization", "context", "max_rounds", "timeout_ms"})
+FIELDS = frozenset({"type", "url", "authorization", "context", "max_rounds", "max_tokens", "timeout_ms"})
 
 
 class InvalidToolConfig(ValueError):
@@ -43,6 +47,7 @@ class ToolConfig:
     """Sent as the `Authorization` header of every tool request; never logged or traced."""
     context: Any = None
     max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_tokens: int
     timeout_ms: int = DEFAULT_TIMEOUT_MS
 
     def as_json(self) -> dict[str, Any]:
@@ -51,6 +56,7 @@ class ToolConfig:
             "type": self.type,
             "url": self.url,
             "max_rounds": self.max_rounds,
+            "max_tokens": self.max_tokens,
             "timeout_ms": self.timeout_ms,
         }
         return with_optional_fields(stored, self.authorization, self.context)
@@ -140,14 +146,14 @@ def checked_url(
     return url
 
 
-def parse_tool_config(value: Any, timeout_cap_ms: int) -> ToolConfig:
-    """The tool_config `value` normalised; raises InvalidToolConfig. `timeout_cap_ms` is the
-    request time limit."""
+def parse_tool_config(value: Any, settings: Settings) -> ToolConfig:
+    """The tool_config `value` normalised; raises InvalidToolConfig."""
     if not isinstance(value, dict):
         raise InvalidToolConfig("'batchgate.tool_config' must be an object.")
     unknown = sorted(set(value) - FIELDS)
     if unknown:
         raise InvalidToolConfig(f"'tool_config' has unknown field(s) {', '.join(unknown)}.")
+    timeout_cap_ms = int(settings.request_timeout_s * 1000)
     kind = value.get("type") or DEFAULT_TYPE
     if kind not in TOOL_TYPES:
         raise InvalidToolConfig(f"'tool_config.type' must be one of {', '.join(TOOL_TYPES)}.")
@@ -157,6 +163,9 @@ def parse_tool_config(value: Any, timeout_cap_ms: int) -> ToolConfig:
         authorization=checked_authorization(value),
         context=value.get("context"),
         max_rounds=bounded_int(value, "max_rounds", DEFAULT_MAX_ROUNDS, MAX_ROUNDS_CAP),
+        max_tokens=bounded_int(
+            value, "max_tokens", settings.workflow_max_tokens, settings.workflow_max_tokens_cap
+        ),
         timeout_ms=bounded_int(value, "timeout_ms", min(DEFAULT_TIMEOUT_MS, timeout_cap_ms), timeout_cap_ms),
     )
 

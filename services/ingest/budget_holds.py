@@ -4,9 +4,13 @@ A batch holds its worst-case cost against its key's and project's budgets from t
 is published (`validating → in_progress`) until it ends: what its accepted records could cost
 if each used all the output it may (`max_tokens`/`max_completion_tokens`, else the model's
 `hold_max_tokens`) on top of its estimated input, at the model's price less the batch
-discount. While a batch is open it counts as `max(hold, cost so far)`; once it ends, as its
-real cost: the hold is released at settlement and the real cost charged, with no write of
-its own (`batches.committed_spend`).
+discount. A record that calls tools or runs a workflow makes as many model calls as its loop
+takes, each reading what the last ones wrote: it holds its `max_tokens` (prompt + completion
+over all its calls) at the higher of the model's two prices, and the executor starts no call
+that could pass it (a hold of one call let ten tool records spend $0.40 on a $0.01 budget).
+While a batch is open it counts as `max(hold, cost so far)`; once it ends, as its real cost:
+the hold is released at settlement and the real cost charged, with no write of its own
+(`batches.committed_spend`).
 
 The check and the hold are one transaction that first locks the project's and the key's rows
 (`projects.lock_budgets`), so two creates cannot both pass on the same remainder: the second
@@ -16,7 +20,6 @@ waits for the first to commit, then sees its hold. The same lock makes the polic
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from batchgate.services.common import errors
@@ -24,45 +27,13 @@ from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point
+from batchgate.services.common.record_texts import estimate_input_tokens
 from batchgate.services.common.token_usage import output_allowance
-from batchgate.services.ingest.record_texts import PROMPT_FIELDS, structured_json
+from batchgate.services.common.tool_config import CONFIG_KEY, EXTENSION_KEY
+from batchgate.services.common.workflow_config import WORKFLOW_KEY
 from batchgate.services.ingest.validation import Accepted
 
 PER_MILLION = 1_000_000
-BYTES_PER_TOKEN = 3
-"""Input tokens are estimated as UTF-8 bytes of message text / this (tokenizers average about
-four bytes per token on English; three errs towards holding too much)."""
-TOKENS_PER_MESSAGE = 8
-"""Role and framing tokens a message adds beyond its text."""
-
-
-def _text_bytes(value: Any) -> int:
-    """UTF-8 bytes of the strings in `value`, at any depth. One call per value, with no
-    generators: the estimate runs for every record a create accepts."""
-    if isinstance(value, str):
-        return len(value) if value.isascii() else len(value.encode())  # isascii(): a flag, no copy
-    total = 0
-    if isinstance(value, list):
-        for entry in value:
-            total += _text_bytes(entry)
-    elif isinstance(value, dict):
-        for entry in value.values():
-            total += _text_bytes(entry)
-    return total
-
-
-def estimate_input_tokens(body: dict[str, Any]) -> int:
-    """Input tokens of a request body, estimated from its text (the hold's input side): every
-    string under its prompt fields (`record_texts.PROMPT_FIELDS`: messages, system,
-    instructions, input, prompt, suffix), and its tool definitions and output formats
-    (`STRUCTURED_FIELDS`) as their compact JSON text, as the upstream bills them."""
-    text_bytes = 0
-    for field in PROMPT_FIELDS:
-        text_bytes += _text_bytes(body.get(field))
-    text_bytes += sum(map(len, structured_json(body)))
-    messages = body.get("messages")
-    framing = TOKENS_PER_MESSAGE * (len(messages) if isinstance(messages, list) else 1)
-    return math.ceil(text_bytes / BYTES_PER_TOKEN) + framing
 
 
 class HoldTally:
@@ -81,11 +52,28 @@ class HoldTally:
         if price.input_per_mtok == 0 and price.output_per_mtok == 0:
             return
         request = record.request
-        gross = (
-            estimate_input_tokens(request) * price.input_per_mtok
-            + output_allowance(request, config.hold_max_tokens) * price.output_per_mtok
-        ) / PER_MILLION
+        bound = _loop_tokens(request)
+        if bound is not None:
+            gross = bound * max(price.input_per_mtok, price.output_per_mtok) / PER_MILLION
+        else:
+            gross = (
+                estimate_input_tokens(request) * price.input_per_mtok
+                + output_allowance(request, config.hold_max_tokens) * price.output_per_mtok
+            ) / PER_MILLION
         self.usd += gross * (1.0 - self._discount)
+
+
+def _loop_tokens(request: dict[str, Any]) -> int | None:
+    """The `max_tokens` of an accepted record's tool_config or workflow (stored normalised:
+    always there), or None for a record of one call."""
+    extension = request.get(EXTENSION_KEY)
+    if not isinstance(extension, dict):
+        return None
+    for key in (WORKFLOW_KEY, CONFIG_KEY):
+        loop = extension.get(key)
+        if isinstance(loop, dict):
+            return int(loop["max_tokens"])
+    return None
 
 
 def _refuse(who: str, code: str, hold: float, budget: float, committed: float) -> errors.ApiError:

@@ -35,8 +35,8 @@ import orjson
 
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
+from batchgate.services.common.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, structured_json
 from batchgate.services.common.token_usage import output_allowance
-from batchgate.services.ingest.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, structured_json
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known

@@ -30,12 +30,12 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.guarded_resolver import GuardedResolver
 from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
 from batchgate.services.common.jsonl import exact
+from batchgate.services.common.record_texts import PROMPT_FIELDS, TEXT_KEYS
 from batchgate.services.common.webhook_urls import (
     RefusedUrl,
     allowed_addresses,
     webhook_networks,
 )
-from batchgate.services.ingest.record_texts import PROMPT_FIELDS, TEXT_KEYS
 from batchgate.services.ingest.validation import Accepted, Rejected
 
 BLOCKED_CODE = "guardrail_blocked"

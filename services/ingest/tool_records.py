@@ -30,7 +30,7 @@ def check_tool_record(
         return body, None
     if endpoint != TOOL_ENDPOINT:
         raise InvalidToolConfig(f"'batchgate.tool_config' is for {TOOL_ENDPOINT} batches only.")
-    config = parse_tool_config(value, int(settings.request_timeout_s * 1000))
+    config = parse_tool_config(value, settings)
     tools = body.get("tools")
     if not isinstance(tools, list) or not tools:
         raise InvalidToolConfig("'batchgate.tool_config' needs a non-empty 'body.tools'.")

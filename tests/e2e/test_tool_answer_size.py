@@ -32,7 +32,8 @@ def record(custom_id: str, url: str, size: int) -> dict[str, Any]:
         "messages": [{"role": "user", "content": custom_id}],
         "tools": TOOLS,
         "x_sim": {"tool_rounds": 1, "echo": True},
-        "batchgate": {"tool_config": {"url": url, "context": {"size": size}}},
+        # max_tokens at its cap: a megabyte read back is ~350,000 tokens by the estimate
+        "batchgate": {"tool_config": {"url": url, "max_tokens": 2_000_000, "context": {"size": size}}},
     }
     return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
 

@@ -25,12 +25,16 @@ SECRET = "Bearer workflow-secret-e2e-5d1a"
 USAGE = {"prompt_tokens": 10, "completion_tokens": 3}
 
 
-def record(custom_id: str, workflow: dict[str, Any] | None, **context: Any) -> dict[str, Any]:
+def record(
+    custom_id: str, workflow: dict[str, Any] | None, *, max_tokens: int | None = None, **context: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": "gpt-4o-mini",
         "messages": [{"role": "user", "content": f"document {custom_id}"}],
         "x_sim": {"usage": USAGE},
     }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
     if workflow is not None:
         body["batchgate"] = {"workflow": {**workflow, "context": {"x_sim": {"usage": USAGE}, **context}}}
     return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
@@ -62,7 +66,7 @@ def world(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
             record("flaky", base, mode="flaky"),
             record("steps", {**base, "max_steps": 3}, mode="forever"),
             record("requests", {**base, "max_requests": 6}, mode="forever", per_step=4),
-            record("tokens", {**base, "max_tokens": 25}),
+            record("tokens", {**base, "max_tokens": 25}, max_tokens=1),  # room for step 0 alone
             record("cb-500", {**base, "authorization": SECRET}, mode="status:500"),
             record("cb-slow", {**base, "timeout_ms": 300}, mode="slow"),
             record("cb-malformed", base, mode="malformed"),
@@ -149,11 +153,14 @@ def test_every_bound_fails_the_record_with_the_step_it_was_at(world: dict[str, A
     expected = {
         "steps": "Workflow step 2: the callback asked for step 3; max_steps is 3.",
         "requests": "Workflow step 2: 4 more request(s) would make 9; max_requests is 6.",
-        "tokens": "Workflow step 1: its requests used 52 tokens; max_tokens is 25.",
+        # Its three maps (no max_tokens: the model's 4096 each) could pass 25: none is sent.
+        "tokens": "Workflow step 1: its requests could bring it to ",
     }
     for custom_id, message in expected.items():
         assert errors[custom_id]["response"] is None
-        assert errors[custom_id]["error"] == {"code": "workflow_limit_exceeded", "message": message}
+        error = errors[custom_id]["error"]
+        assert error["code"] == "workflow_limit_exceeded" and error["message"].startswith(message), error
+    assert errors["tokens"]["error"]["message"].endswith(" tokens; max_tokens is 25.")
 
 
 def test_callback_failures_after_retries_fail_the_record(world: dict[str, Any]) -> None:
@@ -177,9 +184,9 @@ def test_callback_failures_after_retries_fail_the_record(world: dict[str, Any]) 
 
 
 def test_every_successful_request_is_billed(world: dict[str, Any]) -> None:
-    # map-reduce 5, flaky 5, steps 3, requests 1 + 4, tokens 1 + 3, five callback failures 1
-    # each, plain 1: billed whether the record completed or not.
-    requests = 5 + 5 + 3 + 5 + 4 + 5 + 1
+    # map-reduce 5, flaky 5, steps 3, requests 1 + 4, tokens 1, five callback failures 1 each,
+    # plain 1: billed whether the record completed or not.
+    requests = 5 + 5 + 3 + 5 + 1 + 5 + 1
     done = world["done"]
     assert (done.usage.input_tokens, done.usage.output_tokens) == (10 * requests, 3 * requests)
 

@@ -175,7 +175,10 @@ async def run(simulator: str, item: scheduler_pb2.LeasedItem) -> recorder_pb2.Ou
 
 
 def tools(url: str, **config: Any) -> dict[str, Any]:
-    return {"tool_config": {"url": url, "max_rounds": 2, "timeout_ms": 30_000, **config}}
+    # max_tokens at its cap: a megabyte read back is ~350,000 tokens by the estimate
+    return {
+        "tool_config": {"url": url, "max_rounds": 2, "max_tokens": 2_000_000, "timeout_ms": 30_000, **config}
+    }
 
 
 @pytest.mark.parametrize("path", ["tools", "mcp/json", "mcp/sse"])

@@ -10,7 +10,10 @@ batch stops (cancel), with its last answer: a stop is heard between rounds. Its 
 sum of every turn's, and its body says how many rounds ran (`batchgate.tool_rounds`).
 
 A failed turn or tool round ends the record as failed (`tool_execution_failed` for a tool
-round, saying which round and why) with no usage: earlier turns are not billed. A crash or a
+round, saying which round and why) with no usage: earlier turns are not billed. No turn starts
+that could take the record past its `max_tokens` (the tokens used so far, plus the turn's
+estimated input and all the output it may produce, as its budget hold counts them): the record
+ends `tool_limit_exceeded` instead, so a batch of tool records never spends beyond its hold. A crash or a
 retry of the record runs the loop again from the start; tool servers see the same
 Idempotency-Key for the same round and call (`calls.idempotency_key`).
 """
@@ -29,6 +32,8 @@ from opentelemetry import trace
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.config import Settings
 from batchgate.services.common.faults import crash_point
+from batchgate.services.common.record_texts import request_tokens
+from batchgate.services.common.states import ItemErrorCode
 from batchgate.services.common.token_usage import add_usage, usage_json
 from batchgate.services.common.tool_config import (
     InvalidToolConfig,
@@ -83,6 +88,11 @@ class _Progress:
     last: recorder_pb2.Outcome | None = None
     usage: recorder_pb2.TokenUsage | None = None
 
+    @property
+    def tokens(self) -> int:
+        """Prompt and completion tokens of the turns so far."""
+        return 0 if self.usage is None else self.usage.prompt_tokens + self.usage.completion_tokens
+
     def add(self, outcome: recorder_pb2.Outcome) -> None:
         self.calls += outcome.attempts
         if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
@@ -106,12 +116,14 @@ def _finished(progress: _Progress, answer: dict[str, Any]) -> recorder_pb2.Outco
     return outcome
 
 
-def _failed(item: scheduler_pb2.LeasedItem, progress: _Progress, message: str) -> recorder_pb2.Outcome:
+def _failed(
+    item: scheduler_pb2.LeasedItem, progress: _Progress, message: str, code: str = FAILURE_CODE
+) -> recorder_pb2.Outcome:
     last = progress.last
     return recorder_pb2.Outcome(
         ref=item.ref,
         state=recorder_pb2.OUTCOME_STATE_FAILED,
-        error_code=FAILURE_CODE,
+        error_code=code,
         error_message=message[:500],
         model=last.model if last is not None else item.model,
         provider=last.provider if last is not None else "",
@@ -143,7 +155,7 @@ class ToolLoop:
 
     def __init__(self, settings: Settings) -> None:
         self._transport = ToolTransport(settings)
-        self._timeout_cap_ms = int(settings.request_timeout_s * 1000)
+        self._settings = settings
 
     async def close(self) -> None:
         await self._transport.close()
@@ -172,13 +184,15 @@ class ToolLoop:
 
         progress = _Progress(time.monotonic())
         try:
-            config = parse_tool_config(raw, self._timeout_cap_ms)
+            config = parse_tool_config(raw, self._settings)
         except InvalidToolConfig as exc:
             return _failed(item, progress, f"The tool_config cannot be used: {exc}")
         traced = span is not None
         session = self._session(config, item, traced)
         try:
-            loop = _Run(item, turn, traced, control.stop.is_set, config, session)
+            model = self._settings.model(item.model)
+            output_default = model.hold_max_tokens if model is not None else 0
+            loop = _Run(item, turn, traced, control.stop.is_set, config, session, output_default)
             return await loop.run(strip_tool_config(body), progress)
         finally:
             task = asyncio.current_task()
@@ -196,13 +210,23 @@ class _Run:
     stopped: Callable[[], bool]
     config: ToolConfig
     session: ToolSession
+    output_default: int
+    """The model's `hold_max_tokens`: a turn's output where its request sets no maximum."""
 
     async def run(self, request: dict[str, Any], progress: _Progress) -> recorder_pb2.Outcome:
         messages = list(request.get("messages") or [])
         while True:
+            body = {**request, "messages": messages}
+            could_use = progress.tokens + request_tokens(body, self.output_default)
+            if could_use > self.config.max_tokens:
+                why = (
+                    f"Model turn {progress.rounds + 1} could bring the record to {could_use} tokens; "
+                    f"max_tokens is {self.config.max_tokens}."
+                )
+                return _failed(self.item, progress, why, ItemErrorCode.TOOL_LIMIT_EXCEEDED)
             with tool_spans.model_turn(self.traced, self.item, progress.rounds + 1):
                 try:
-                    outcome = await self.turn(_with_body(self.item, {**request, "messages": messages}))
+                    outcome = await self.turn(_with_body(self.item, body))
                 except NotStarted:
                     if progress.last is None:
                         raise

@@ -6,8 +6,10 @@ Step 0 is the record's own body (its one request has the record's custom_id as i
 request is a full run of the item (retries, fallbacks, the per-request time limit) with that
 body, the record's model filled in; a request that fails is a failed result for the callback,
 not the end of the record. The record fails with `workflow_limit_exceeded` when the callback
-asks for more steps or requests than its bounds allow or its requests used more tokens than
-`max_tokens`, with `workflow_callback_failed` when the callback gave no usable verdict after
+asks for more steps or requests than its bounds allow, when a step's requests could take it past
+`max_tokens` (the tokens used so far, plus each request's estimated input and all the output it
+may produce, as the record's budget hold counts them: no such step starts), or when they used
+more than that after all, with `workflow_callback_failed` when the callback gave no usable verdict after
 its retries, and with `workflow_failed` when the callback answered `failed`.
 
 A cancel of the record's batch is heard between steps (and by requests not yet started): the
@@ -29,6 +31,7 @@ from opentelemetry import trace
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.config import Settings
 from batchgate.services.common.faults import crash_point
+from batchgate.services.common.record_texts import request_tokens
 from batchgate.services.common.states import ItemErrorCode
 from batchgate.services.common.tool_config import EXTENSION_KEY
 from batchgate.services.common.workflow_config import (
@@ -115,6 +118,7 @@ class WorkflowLoop:
             return await run(one, control, span)
 
         traced = span is not None
+        model = self._settings.model(item.model)
         workflow = _Workflow(
             item=item,
             turn=turn,
@@ -123,6 +127,7 @@ class WorkflowLoop:
             config=config,
             callback=Callback(self._transport, config, item, traced),
             tally=tally,
+            output_default=model.hold_max_tokens if model is not None else 0,
         )
         try:
             return await workflow.run(strip_workflow(body))
@@ -141,6 +146,8 @@ class _Workflow:
     config: WorkflowConfig
     callback: Callback
     tally: Tally
+    output_default: int
+    """The model's `hold_max_tokens`: a request's output where it sets no maximum."""
 
     def _end(self, step: int, code: str, why: str) -> _Ended:
         return _Ended(outcomes.failed(self.item, self.tally, step, code, why))
@@ -170,6 +177,11 @@ class _Workflow:
                 f"{len(requests)} more request(s) would make {self.tally.requests + len(requests)}; "
                 f"max_requests is {self.config.max_requests}."
             )
+            raise self._end(step, ItemErrorCode.WORKFLOW_LIMIT_EXCEEDED, why)
+        could_use = self.tally.tokens + sum(request_tokens(r.body, self.output_default) for r in requests)
+        if could_use > self.config.max_tokens:
+            limit = self.config.max_tokens
+            why = f"its requests could bring it to {could_use} tokens; max_tokens is {limit}."
             raise self._end(step, ItemErrorCode.WORKFLOW_LIMIT_EXCEEDED, why)
         with workflow_spans.step(self.traced, self.item, step, self.config, len(requests)):
             results = await asyncio.gather(*(self._request(step, r) for r in requests))

@@ -7,7 +7,7 @@ import math
 
 import orjson
 
-from batchgate.services.ingest.budget_holds import BYTES_PER_TOKEN, TOKENS_PER_MESSAGE, estimate_input_tokens
+from batchgate.services.common.record_texts import BYTES_PER_TOKEN, TOKENS_PER_MESSAGE, estimate_input_tokens
 
 
 def tokens(text_bytes: int, messages: int = 1) -> int:

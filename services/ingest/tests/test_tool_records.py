@@ -40,20 +40,32 @@ def stored(outcome: Accepted | Rejected) -> dict[str, Any]:
 def test_omitted_and_zero_fields_take_the_defaults() -> None:
     for config in (
         {"url": "https://tools.example/run"},
-        {"url": "https://tools.example/run", "max_rounds": 0, "timeout_ms": 0},
+        {"url": "https://tools.example/run", "max_rounds": 0, "max_tokens": 0, "timeout_ms": 0},
     ):
         assert stored(checker().check(line(config))) == {
             "type": "http",
             "url": "https://tools.example/run",
             "max_rounds": 8,
+            "max_tokens": 200_000,
             "timeout_ms": 30_000,
         }
 
 
 def test_values_over_a_cap_are_clamped_to_it() -> None:
-    config = {"type": "mcp", "url": "https://tools.example/mcp", "max_rounds": 99, "timeout_ms": 900_000}
+    config = {
+        "type": "mcp",
+        "url": "https://tools.example/mcp",
+        "max_rounds": 99,
+        "max_tokens": 10**9,
+        "timeout_ms": 900_000,
+    }
     got = stored(checker().check(line(config)))
-    assert (got["type"], got["max_rounds"], got["timeout_ms"]) == ("mcp", 16, 60_000)
+    assert (got["type"], got["max_rounds"], got["max_tokens"], got["timeout_ms"]) == (
+        "mcp",
+        16,
+        2_000_000,
+        60_000,
+    )
 
 
 def test_the_default_timeout_is_capped_by_a_shorter_request_time_limit() -> None:

@@ -17,14 +17,20 @@ has a `role` or a `type` (a message, a content part or block, an input item): `c
 Structured fields (`STRUCTURED_FIELDS`) are billed as input too, so the estimate and the hold
 count them (as their compact JSON text, `structured_json`); they are definitions, not prompt
 text, and the guardrails leave them alone.
+
+`estimate_input_tokens` is the budget hold's input side, and the executor's too: a tool or
+workflow record checks it before each model call against its `max_tokens`, which its hold is.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
+
+from batchgate.services.common.token_usage import output_allowance
 
 PROMPT_FIELDS = ("messages", "system", "input", "instructions", "prompt", "suffix")
 """Top-level fields whose texts are prompt text (filtered by the guardrails, counted by the
@@ -43,3 +49,45 @@ def structured_json(body: Mapping[str, Any]) -> Iterator[bytes]:
     for field in STRUCTURED_FIELDS:
         if field in body:
             yield orjson.dumps(body[field])
+
+
+BYTES_PER_TOKEN = 3
+"""Input tokens are estimated as UTF-8 bytes of message text / this (tokenizers average about
+four bytes per token on English; three errs towards holding too much)."""
+TOKENS_PER_MESSAGE = 8
+"""Role and framing tokens a message adds beyond its text."""
+
+
+def _text_bytes(value: Any) -> int:
+    """UTF-8 bytes of the strings in `value`, at any depth. One call per value, with no
+    generators: the estimate runs for every record a create accepts."""
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode())  # isascii(): a flag, no copy
+    total = 0
+    if isinstance(value, list):
+        for entry in value:
+            total += _text_bytes(entry)
+    elif isinstance(value, dict):
+        for entry in value.values():
+            total += _text_bytes(entry)
+    return total
+
+
+def estimate_input_tokens(body: dict[str, Any]) -> int:
+    """Input tokens of a request body, estimated from its text (the hold's input side): every
+    string under its prompt fields (`record_texts.PROMPT_FIELDS`: messages, system,
+    instructions, input, prompt, suffix), and its tool definitions and output formats
+    (`STRUCTURED_FIELDS`) as their compact JSON text, as the upstream bills them."""
+    text_bytes = 0
+    for field in PROMPT_FIELDS:
+        text_bytes += _text_bytes(body.get(field))
+    text_bytes += sum(map(len, structured_json(body)))
+    messages = body.get("messages")
+    framing = TOKENS_PER_MESSAGE * (len(messages) if isinstance(messages, list) else 1)
+    return math.ceil(text_bytes / BYTES_PER_TOKEN) + framing
+
+
+def request_tokens(body: dict[str, Any], output_default: int) -> int:
+    """The most tokens one call of `body` is held for: its estimated input and all the output it
+    may produce (what it sets, else `output_default`, its model's `hold_max_tokens`)."""
+    return estimate_input_tokens(body) + output_allowance(body, output_default)
