@@ -171,7 +171,9 @@ def _dry_run(args: argparse.Namespace, api: ApiClient, path: Path, body: dict[st
         _show_rejections(failure.error, None, api, dry_run=True)
         raise
     _show_rejections(batch, None, api, dry_run=True)
-    return views.show(args, batch, views.estimate_table)
+    views.show(args, batch, views.estimate_table)
+    views.refused_hold(batch)
+    return ExitCode.OK
 
 
 def cmd_batches_retry(args: argparse.Namespace, api: ApiClient) -> ExitCode:

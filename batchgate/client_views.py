@@ -10,7 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from batchgate.exit_codes import ExitCode
+from batchgate.exit_codes import CommandError, ExitCode
+
+HOLD_FITS = "fits"
+"""A dry run's `estimate.hold_verdict` when the create's budget hold would be admitted now."""
 
 
 def note(message: str) -> None:
@@ -30,6 +33,20 @@ def show(
     else:
         human(answer)
     return ExitCode.OK
+
+
+def refused_hold(answer: dict[str, Any]) -> None:
+    """After a dry run's answer is shown: a dry run answers 200 even when its create would not
+    be admitted (`estimate.hold_verdict` other than `fits`); the command then fails as that
+    create would, so that a script checking the exit code does not go on to a create that
+    fails. Every such refusal is a 402 (a budget) or a 429 (open batches), both exit 1
+    (`ExitCode.for_http_status`)."""
+    estimate = answer.get("estimate") or {}
+    verdict = estimate.get("hold_verdict")
+    if verdict and verdict != HOLD_FITS:
+        raise CommandError(
+            ExitCode.OTHER, f"a create would be refused ({verdict}): {estimate.get('hold_message', '')}"
+        )
 
 
 def when(stamp: Any) -> str:
@@ -93,6 +110,7 @@ def estimate_table(batch: dict[str, Any]) -> None:
         ("input tokens", f"{estimate.get('input_tokens', 0)} ({estimate.get('tokenizer', '')})"),
         ("max output tokens", str(estimate.get("max_output_tokens", 0))),
         ("cost", f"{estimate.get('cost_min', 0):.6f} to {estimate.get('cost_max', 0):.6f} {currency}"),
+        ("budget hold", f"{estimate.get('hold_usd', 0):.6f} usd ({estimate.get('hold_verdict', '-')})"),
     ]
     table(("DRY RUN", "NOTHING WAS STORED"), rows)
 

@@ -10,6 +10,14 @@ from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.services.common.guardrail_config import GuardrailConfig, PiiKind
 from batchgate.services.common.webhook_urls import RefusedUrl, split_url
 
+MODERATION_TUNING = {"--moderation-fail": "moderation_fail", "--moderation-timeout": "moderation_timeout"}
+"""The flags that tune the moderation hook (flag → argparse dest). They default to None, not
+to their values, so that a call can tell they were given without --moderation-url."""
+NO_FILTER = (
+    "name the filters the project should have (they replace its current ones: --block-keywords, "
+    "--block-regex, --redact, --moderation-url), or --off to turn them off"
+)
+
 
 def _block_pattern(value: str) -> tuple[str, str]:
     name, sep, expression = value.partition("=")
@@ -19,7 +27,11 @@ def _block_pattern(value: str) -> tuple[str, str]:
 
 
 def guardrail_config(args: argparse.Namespace) -> GuardrailConfig:
-    """The guardrails `set-guardrails` describes (replacing the project's whole set)."""
+    """The guardrails `set-guardrails` describes (replacing the project's whole set).
+
+    A call that names no filter is refused rather than read as "no filters": it replaced the
+    whole set with nothing, so e.g. `--moderation-fail closed` alone dropped the project's
+    blocking and redaction without a word. Turning them off is `--off`."""
     try:
         redact = frozenset(PiiKind(k.strip()) for k in (args.redact or "").split(",") if k.strip())
     except ValueError:
@@ -34,9 +46,15 @@ def guardrail_config(args: argparse.Namespace) -> GuardrailConfig:
         block_patterns=tuple(args.block_regex or ()),
         redact=redact,
         moderation_url=args.moderation_url,
-        moderation_timeout_s=args.moderation_timeout,
         moderation_fail_closed=args.moderation_fail == "closed",
+        **({} if args.moderation_timeout is None else {"moderation_timeout_s": args.moderation_timeout}),
     )
+    if not config.enabled:
+        raise CommandError(ExitCode.INVALID, NO_FILTER)
+    given = [flag for flag, dest in MODERATION_TUNING.items() if getattr(args, dest) is not None]
+    if given and not args.moderation_url:  # they would be stored, unused, looking like a change
+        need = "needs" if len(given) == 1 else "need"
+        raise CommandError(ExitCode.INVALID, f"{' and '.join(given)} {need} --moderation-url")
     try:
         config.check()
     except ValueError as exc:
@@ -61,12 +79,15 @@ def add_guardrail_parser(projects_sub: Any) -> None:
     guard.add_argument("--redact", help=f"PII to redact: {', '.join(PiiKind)} (comma-separated)")
     guard.add_argument("--moderation-url", dest="moderation_url", help="OpenAI-moderation-shaped endpoint")
     guard.add_argument(
-        "--moderation-timeout", dest="moderation_timeout", type=float, default=5.0, help="seconds"
+        "--moderation-timeout",
+        dest="moderation_timeout",
+        type=float,
+        help=f"seconds (default {GuardrailConfig.moderation_timeout_s:g}; with --moderation-url)",
     )
     guard.add_argument(
         "--moderation-fail",
         dest="moderation_fail",
         choices=("open", "closed"),
-        default="open",
-        help="when the endpoint fails: let records through (open) or block them (closed)",
+        help="when the endpoint fails: let records through (open, the default) or block them "
+        "(closed); with --moderation-url",
     )

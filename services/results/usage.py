@@ -81,7 +81,8 @@ def parse_group_by(values: Iterable[str]) -> list[str]:
 async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) -> list[dict[str, Any]]:
     """One entry per group: the group keys, then requests, token sums, cost and the records
     rejected at create (`rejected_requests`); largest cost first, groups with rejections only
-    last. Groups with neither are left out."""
+    last. Groups with neither are left out, except the one group of totals that the answer
+    without `group_by` always holds (README "Usage and cost"): zeros where nothing was used."""
     check_filter(where)
     async with db.read() as conn:
         rows = await usage.groups(conn, where, group_by)
@@ -99,7 +100,10 @@ async def usage_groups(db: Database, where: UsageFilter, group_by: list[str]) ->
         found.append(
             {**dict(zip(group_by, keys, strict=True)), **zero, "cost_usd": 0.0, "rejected_requests": count}
         )
-    return [g for g in found if g["requests"] or g["rejected_requests"]]
+    used = [g for g in found if g["requests"] or g["rejected_requests"]]
+    if not group_by and not used:
+        used.append({**zero, "cost_usd": 0.0, "rejected_requests": 0})
+    return used
 
 
 async def usage_event_page(

@@ -5,6 +5,8 @@ two creates at once never both pass on the same remainder."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import uuid
 from pathlib import Path
@@ -13,10 +15,11 @@ from typing import Any
 import openai
 import pytest
 
+from batchgate.exit_codes import ExitCode
 from tests.e2e.ingest_client import Answer, create_batch, from_file, upload_records
 from tests.e2e.test_keys_and_budgets import cli, new_key
 from tests.execution_support import private_stack
-from tests.support import RunningStack, chat_records, db_rows, wait_for_batch
+from tests.support import RunningStack, chat_records, db_rows, jsonl, run_cli, wait_for_batch
 
 MAX_TOKENS = 2000
 # gpt-4o-mini on the simulator: $0.60 per million output tokens, 50% batch discount.
@@ -147,3 +150,43 @@ def test_the_responses_instructions_are_held(shared_stack: RunningStack) -> None
     assert estimate["hold_usd"] >= estimate["cost_min"] > 0.0002  # 30,000 bytes of input
     assert estimate["hold_verdict"] == "key_budget_exceeded"
     create_batch("sdk", shared_stack, params, project).expect_error(402, "key_budget_exceeded")
+
+
+@pytest.mark.parametrize("refusal", ["key_budget_exceeded", "too_many_open_batches"])
+def test_the_cli_dry_run_fails_as_the_create_it_previews_would(
+    shared_stack: RunningStack, tmp_path: Path, refusal: str
+) -> None:
+    """The dry run printed its estimate and exited 0 while its answer's `hold_verdict` said the
+    create would get 402 or 429: a script checking the exit code went on to a failing create."""
+    project = f"clihold-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project, "--max-concurrent", "1")
+    path = tmp_path / "input.jsonl"
+    path.write_bytes(jsonl(slow_records(2, project)))
+    env = {"BATCHGATE_BASE_URL": shared_stack.base_url, "BATCHGATE_API_KEY": shared_stack.keys[project]}
+    create = ("batches", "create", "--input-file", str(path), "--endpoint", "/v1/chat/completions")
+    fits = run_cli(*create, "--dry-run", env=env)
+    assert fits.returncode == ExitCode.OK, fits.stderr
+    assert re.search(r"budget hold +0\.\d{6} usd \(fits\)", fits.stdout), fits.stdout
+
+    if refusal == "key_budget_exceeded":
+        cli(shared_stack, "keys", "set-budget", key_id, "0.000000001")
+    else:  # the key's one open batch: 20 s per record on the simulator
+        records = chat_records(2, prefix=f"{project}-open", x_sim={"delay_ms": 20_000})
+        opened = create_batch(
+            "sdk", shared_stack, from_file(upload_records(shared_stack, records, project)), project
+        )
+        assert opened.status == 200, opened.body
+    table = run_cli(*create, "--dry-run", env=env)
+    as_json = run_cli(*create, "--dry-run", "--json", env=env)
+    real = run_cli(*create, env=env)
+    if refusal == "too_many_open_batches":
+        shared_stack.client(project).batches.cancel(opened.body["id"])
+
+    assert table.returncode == ExitCode.OTHER, (table.stdout, table.stderr)
+    assert "DRY RUN" in table.stdout and f"usd ({refusal})" in table.stdout
+    estimate = json.loads(as_json.stdout)["estimate"]  # the API's answer, unchanged
+    assert as_json.returncode == ExitCode.OTHER and estimate["hold_verdict"] == refusal
+    refused = f"error: a create would be refused ({refusal}): {estimate['hold_message']}"
+    assert estimate["hold_message"] and refused in table.stderr.splitlines(), table.stderr
+    assert refused in as_json.stderr.splitlines(), as_json.stderr
+    assert real.returncode == table.returncode and refusal in real.stderr  # what the dry run foretold

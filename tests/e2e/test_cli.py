@@ -12,6 +12,7 @@ import pytest
 from batchgate.exit_codes import ExitCode
 from tests.support import (
     RunningStack,
+    add_project,
     chat_records,
     free_port,
     jsonl,
@@ -139,6 +140,43 @@ def test_usage_verb_sums_a_batch_like_the_api(shared_stack: RunningStack) -> Non
     assert unknown.returncode == ExitCode.NOT_FOUND, unknown.stderr
     bad = run_cli("usage", "--group-by", "colour", env=env)
     assert bad.returncode == ExitCode.INVALID, bad.stderr
+
+
+def test_usage_of_a_project_that_used_nothing_is_one_group_of_zeros(shared_stack: RunningStack) -> None:
+    """Without `group_by` the answer holds one group with the totals (README "Usage and cost"):
+    a project with no usage got an empty list, and `batchgate usage` an empty table."""
+    project = f"unused-{time.time_ns()}"
+    add_project(shared_stack, project)
+    env = _client_env(shared_stack, key=shared_stack.keys[project])
+    as_json = run_cli("usage", "--json", env=env)
+    assert as_json.returncode == ExitCode.OK, as_json.stderr
+    assert json.loads(as_json.stdout) == {
+        "object": "list",
+        "data": [
+            {
+                "object": "usage.group",
+                "batch_id": None,
+                "model": None,
+                "api_key_id": None,
+                "requests": 0,
+                "input_tokens": 0,
+                "cached_tokens": 0,
+                "output_tokens": 0,
+                "reasoning_tokens": 0,
+                "total_tokens": 0,
+                "cost": {"currency": "usd", "amount": 0},
+                "rejected_requests": 0,
+            }
+        ],
+    }
+    table = run_cli("usage", env=env)
+    assert table.returncode == ExitCode.OK, table.stderr
+    assert [line.split() for line in table.stdout.splitlines()] == [
+        ["REQUESTS", "INPUT", "OUTPUT", "TOTAL", "COST", "USD"],
+        ["0", "0", "0", "0", "0.000000"],
+    ]
+    grouped = run_cli("usage", "--group-by", "model", "--json", env=env)  # no group: none listed
+    assert grouped.returncode == ExitCode.OK and json.loads(grouped.stdout)["data"] == [], grouped.stderr
 
 
 def test_exit_codes(shared_stack: RunningStack, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from batchgate.exit_codes import ExitCode
 from tests.e2e.test_keys_and_budgets import cli, new_key
 from tests.fake_upstream import FakeUpstream, catalogue
 from tests.support import (
@@ -190,6 +192,41 @@ def test_guardrails_are_off_by_default_and_can_be_turned_off(
     assert "unguarded\tno budget\tguardrails: redact=email" in cli(stack, "projects", "list").stdout
     cli(stack, "projects", "set-guardrails", "unguarded", "--off")
     assert "unguarded\tno budget\tno limits" in cli(stack, "projects", "list").stdout
+
+
+NO_FILTER = "or --off to turn them off"
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ((), NO_FILTER),
+        (("--moderation-fail", "closed"), NO_FILTER),
+        (("--moderation-timeout", "3"), NO_FILTER),
+        (("--block-keywords", " , "), NO_FILTER),
+        (("--redact", "email", "--moderation-fail", "closed"), "--moderation-fail needs --moderation-url"),
+        (
+            ("--block-keywords", "a", "--moderation-timeout", "3"),
+            "--moderation-timeout needs --moderation-url",
+        ),
+    ],
+)
+def test_a_call_that_names_no_filter_is_refused_and_keeps_the_guardrails(
+    setup: tuple[RunningStack, FakeUpstream, Moderation], flags: tuple[str, ...], says: str
+) -> None:
+    """`set-guardrails` replaces the whole set: with no filter named it stored none, and
+    `--moderation-fail closed` alone dropped blocking and redaction with exit 0. `--off` turns
+    them off; moderation tuning without `--moderation-url` would be stored unused."""
+    stack, _, _ = setup
+    project = f"keep-{uuid.uuid4().hex[:6]}"
+    cli(stack, "projects", "create", project)
+    cli(stack, "projects", "set-guardrails", project, "--block-keywords", "secret", "--redact", "email")
+    refused = run_cli("projects", "set-guardrails", project, *flags, env=stack.env)
+    assert refused.returncode == ExitCode.INVALID, (refused.stdout, refused.stderr)
+    [message] = refused.stderr.splitlines()
+    assert message.startswith("error: ") and says in message, message
+    kept = f"{project}\tno budget\tguardrails: block-keywords=secret redact=email"
+    assert kept in cli(stack, "projects", "list").stdout
 
 
 def test_the_responses_instructions_are_blocked_and_redacted(
