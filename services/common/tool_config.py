@@ -91,8 +91,11 @@ def bounded_int(
     error: type[ValueError] = InvalidToolConfig,
 ) -> int:
     """Field `name` of the extension object `section`: omitted or 0 → `default`, above `cap` →
-    `cap`; a negative or non-integer value raises `error`."""
+    `cap`; a negative or non-integer value raises `error`. A whole number written as JSON
+    reads it (`1e20`, `30000.0`) is one: it was refused as "not an integer"."""
     value = config.get(name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if value is None or value == 0:
         return default
     if not isinstance(value, int) or isinstance(value, bool):

@@ -68,6 +68,14 @@ def test_values_over_a_cap_are_clamped_to_it() -> None:
     )
 
 
+def test_whole_numbers_written_as_floats_are_integers() -> None:
+    """`1e20` was refused as "must be an integer" where README lowers a value above a cap."""
+    config = {"url": "https://tools.example/run", "max_rounds": 3.0, "timeout_ms": 1e20}
+    got = stored(checker().check(line(config)))
+    assert (got["max_rounds"], got["timeout_ms"]) == (3, 60_000)
+    assert isinstance(got["max_rounds"], int)
+
+
 def test_the_default_timeout_is_capped_by_a_shorter_request_time_limit() -> None:
     got = stored(checker(BATCHGATE_REQUEST_TIMEOUT_S="5").check(line({"url": "https://tools.example/run"})))
     assert got["timeout_ms"] == 5000
