@@ -422,6 +422,24 @@ def test_a_message_batch_of_a_native_model_runs_on_our_executors(stack: RunningS
     assert row.execution == "execute" and parts_of(stack, batch.id) == []
 
 
+def refused_natively(stack: RunningStack, file_id: str, extra: dict[str, Any], words: str) -> None:
+    """A create and a dry run of `file_id` (with `extra` fields) are 400 `native_unsupported`
+    saying `words`, and no batch of it exists."""
+    body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    for dry_run in (False, True):
+        answer = httpx.post(
+            f"{stack.base_url}/batches",
+            json={**body, **extra, "dry_run": dry_run},
+            headers={"Authorization": f"Bearer {stack.key}"},
+            timeout=30,
+        )
+        assert answer.status_code == 400, (dry_run, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("native_unsupported", "execution"), error
+        assert words in error["message"]
+    assert not [b for b in stack.client().batches.list(limit=100) if b.input_file_id == file_id]
+
+
 @pytest.mark.parametrize("order", ["native-model-first", "other-model-first"])
 def test_native_execution_of_records_naming_two_models_is_refused_in_either_order(
     stack: RunningStack, order: str
@@ -434,18 +452,7 @@ def test_native_execution_of_records_naming_two_models_is_refused_in_either_orde
     file_id = upload(stack.client(), two).id
     headers = {"Authorization": f"Bearer {stack.key}"}
     body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
-    for dry_run in (False, True):
-        answer = httpx.post(
-            f"{stack.base_url}/batches",
-            json={**body, "execution": "native", "dry_run": dry_run},
-            headers=headers,
-            timeout=30,
-        )
-        assert answer.status_code == 400, (dry_run, answer.text)
-        error = answer.json()["error"]
-        assert (error["code"], error["param"]) == ("native_unsupported", "execution"), error
-        assert "more than one" in error["message"]
-    assert not [b for b in stack.client().batches.list(limit=100) if b.input_file_id == file_id]
+    refused_natively(stack, file_id, {"execution": "native"}, "more than one")
     bogus = httpx.post(f"{stack.base_url}/batches", json={**body, "execution": "bogus"}, headers=headers)
     assert bogus.json()["error"]["message"] == "'execution' must be one of ['execute', 'native']."
 
@@ -462,19 +469,7 @@ def test_records_that_call_tools_never_go_native(stack: RunningStack, model: str
     }
     plain = records(1, f"native-plain-{model}", model=model)
     file_id = upload(stack.client(), [*plain, tool_record]).id
-    body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
-    for dry_run in (False, True):
-        answer = httpx.post(
-            f"{stack.base_url}/batches",
-            json={**body, "dry_run": dry_run, **({"execution": execution} if execution else {})},
-            headers={"Authorization": f"Bearer {stack.key}"},
-            timeout=30,
-        )
-        assert answer.status_code == 400, (dry_run, answer.text)
-        error = answer.json()["error"]
-        assert (error["code"], error["param"]) == ("native_unsupported", "execution"), error
-        assert "tool_config" in error["message"]
-    assert not [b for b in stack.client().batches.list(limit=100) if b.input_file_id == file_id]
+    refused_natively(stack, file_id, {"execution": execution} if execution else {}, "tool_config")
     executed = stack.client().batches.create(
         input_file_id=file_id,
         endpoint="/v1/chat/completions",
