@@ -59,10 +59,14 @@ TOKENS_PER_MESSAGE = 8
 
 
 def _text_bytes(value: Any) -> int:
-    """UTF-8 bytes of the strings in `value`, at any depth. One call per value, with no
-    generators: the estimate runs for every record a create accepts."""
+    """UTF-8 bytes of the strings in `value`, at any depth, and `BYTES_PER_TOKEN` for each
+    integer: embeddings and completions take token ids (lists of integers) as input, billed a
+    token each, which counted as nothing and let a key spend 80 times its budget. One call per
+    value, with no generators: the estimate runs for every record a create accepts."""
     if isinstance(value, str):
         return len(value) if value.isascii() else len(value.encode())  # isascii(): a flag, no copy
+    if isinstance(value, int) and not isinstance(value, bool):
+        return BYTES_PER_TOKEN
     total = 0
     if isinstance(value, list):
         for entry in value:

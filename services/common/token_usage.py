@@ -17,11 +17,22 @@ def _int(value: Any) -> int:
 
 
 def output_allowance(body: dict[str, Any], default: int) -> int:
-    """The most output tokens a request may produce: what it sets, else `default`."""
+    """The most output tokens a request may produce: what it sets per answer, else `default`,
+    times the answers it asks for (`answers`)."""
     for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
         if value := _int(body.get(name)):
-            return value
-    return default
+            return value * answers(body)
+    return default * answers(body)
+
+
+def answers(body: dict[str, Any]) -> int:
+    """The answers a request is billed for: `n` (chat, completions) or a completion's
+    `best_of` (all of them are generated), for each prompt of a completions `prompt` list (a
+    list of texts or of token lists; a list of numbers is one prompt). Each answer may use the
+    whole `max_tokens`: a hold of one let `n: 5` spend five times it."""
+    prompt = body.get("prompt")
+    prompts = len(prompt) if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list) else 1
+    return max(_int(body.get("n")), _int(body.get("best_of")), 1) * prompts
 
 
 def _message_usage(usage: dict[str, Any]) -> recorder_pb2.TokenUsage:

@@ -190,3 +190,44 @@ def test_the_cli_dry_run_fails_as_the_create_it_previews_would(
     assert estimate["hold_message"] and refused in table.stderr.splitlines(), table.stderr
     assert refused in as_json.stderr.splitlines(), as_json.stderr
     assert real.returncode == table.returncode and refusal in real.stderr  # what the dry run foretold
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "records", "tokens", "per_mtok"),
+    [
+        # 10 records of 8,000 token ids at $0.02 per million input tokens
+        (
+            "/v1/embeddings",
+            [{"model": "text-embedding-3-small", "input": [15339 + n] * 8000} for n in range(10)],
+            10 * 8000,
+            0.02,
+        ),
+        # 5 records of 4 prompts × n 2 answers of 100 tokens at $0.60 per million output tokens
+        (
+            "/v1/completions",
+            [
+                {"model": "gpt-4o-mini", "prompt": ["a", "b", "c", "d"], "n": 2, "max_tokens": 100}
+                for _ in range(5)
+            ],
+            5 * 4 * 2 * 100,
+            0.6,
+        ),
+    ],
+    ids=["token ids", "prompts and n"],
+)
+def test_token_ids_and_every_answer_are_held(
+    shared_stack: RunningStack, endpoint: str, records: list[dict[str, Any]], tokens: int, per_mtok: float
+) -> None:
+    """A token id counted as no input and `n` or a list of prompts as one answer: a key with a
+    budget of $0.00005 spent $0.004 (80 times it) on embeddings of token ids."""
+    project = f"ids-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project)
+    lines = [
+        {"custom_id": f"r{n}", "method": "POST", "url": endpoint, "body": body}
+        for n, body in enumerate(records)
+    ]
+    input_file = upload_records(shared_stack, lines, project)
+    cli(shared_stack, "keys", "set-budget", key_id, "0.000000001")
+    body = {**from_file(input_file), "endpoint": endpoint}
+    error = create_batch("sdk", shared_stack, body, project).expect_error(402, "key_budget_exceeded")
+    assert error["hold_usd"] >= tokens * per_mtok / 1_000_000 * 0.5  # the batch discount
