@@ -5,7 +5,8 @@
   rejected at create has `"body": null` (it never had a runnable one). The `authorization` of a
   `batchgate.tool_config` or `batchgate.workflow` reads `"[redacted]"` (`redacted_body`).
 - `simple`: one `{"custom_id", "content"}` per success (the answer's text: a chat message's
-  content, a completion's text, a response's output text, an embedding's vector) or
+  content, a completion's text, a response's output text, an embedding's vector; the list of
+  them in order where the answer holds several) or
   `{"custom_id", "error": {"code", "message"}}` per failure.
 
 Both come in input order; rows are LINE_COLUMNS followed by the request body.
@@ -57,12 +58,23 @@ def redacted_body(body: bytes) -> bytes:
     return orjson.dumps(request) if holding else body
 
 
+def _one_or_all(values: list[Any]) -> Any:
+    """An answer's one value, or all of them in order where it holds several (`n` > 1, a list
+    of prompts or of inputs to embed): the first alone was kept, with no sign of the rest. None
+    for none."""
+    return values[0] if len(values) == 1 else values or None
+
+
+def _in_order(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(entries, key=lambda entry: entry.get("index", 0))
+
+
 def _chat(body: dict[str, Any]) -> Any:
-    return body["choices"][0]["message"]["content"]
+    return _one_or_all([choice["message"]["content"] for choice in _in_order(body["choices"])])
 
 
 def _completion(body: dict[str, Any]) -> Any:
-    return body["choices"][0]["text"]
+    return _one_or_all([choice["text"] for choice in _in_order(body["choices"])])
 
 
 def _response(body: dict[str, Any]) -> Any:
@@ -76,7 +88,7 @@ def _response(body: dict[str, Any]) -> Any:
 
 
 def _embedding(body: dict[str, Any]) -> Any:
-    return body["data"][0]["embedding"]
+    return _one_or_all([entry["embedding"] for entry in _in_order(body["data"])])
 
 
 CONTENT: dict[str, Callable[[dict[str, Any]], Any]] = {
