@@ -7,10 +7,14 @@ model table and the encoding loaded by name: its `encoding_for_model` refuses wi
 `ValueError` models that table knows but its Rust side does not (`gpt-4`, `gpt-3.5-turbo`,
 the embedding models), and the legacy GPT-2/GPT-3 encodings need `tiktoken_ext`, so those
 models get the approximation. The model's upstream name is tried, then its public name.
-Chat messages are counted the way OpenAI's cookbook does (3 tokens per message, 1 per name,
-3 to prime the answer); the other prompt fields (`record_texts`: `system`, `instructions`,
-`prompt`, `suffix`) as their text, and `tools`, `response_format` and other structured parts
-as their compact JSON text. Long texts, which the tokenizer refuses (1,000,000 characters, or
+Chat messages, and the Responses API's `input` items, are counted the way OpenAI's cookbook
+does (3 tokens per message, 1 per name, 3 to prime the answer); the other prompt fields
+(`record_texts`: `system`, `instructions`, `prompt`, `suffix`, and embeddings' `input`) as the
+text in them, with no framing; token ids (embeddings and completions take lists of them) a
+token each; and `tools`, `response_format` and other structured parts as their compact JSON
+text. Text is where `record_texts` says it lives: a content of parts or blocks counts the text
+of its text parts (`TEXT_KEYS`), not their JSON nor their `type`, and a part with no text (an
+image) counts nothing. Long texts, which the tokenizer refuses (1,000,000 characters, or
 over 200,000 tokens), are counted in pieces (`PIECE_CHARS`). Any other model (Anthropic,
 local models, names the table lacks) gets the documented approximation of one token per 4
 UTF-8 bytes of text.
@@ -35,7 +39,7 @@ import orjson
 
 from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
-from batchgate.services.common.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, structured_json
+from batchgate.services.common.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, TEXT_KEYS, structured_json
 from batchgate.services.common.token_usage import output_allowance
 from batchgate.services.ingest.validation import Accepted
 
@@ -131,26 +135,64 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
-def _messages(count: Counter, messages: Any) -> int:
-    if not isinstance(messages, list):
-        return count(_text(messages))
-    total = REPLY_PRIMING_TOKENS
-    for message in messages:
-        total += TOKENS_PER_MESSAGE
-        if not isinstance(message, dict):
-            total += count(_text(message))
-            continue
-        for key, value in message.items():
+def _text_tokens(count: Counter, value: Any) -> int:
+    """Tokens of the text in a prompt value, where `record_texts` says text lives: a string; an
+    integer, a token id (embeddings and completions take lists of them), one token, where its
+    JSON text counted 2 or more; a list of these at any depth (texts, token-id lists); the
+    `TEXT_KEYS` of a part, block or item (an object with `role` or `type`). A part's `type` and
+    ids are not text, and counting parts as JSON made a "hello" text part 11 tokens more than
+    the string; a part without text (an image) counts nothing. Loops, not generators: a
+    token-id list may hold thousands of entries."""
+    if isinstance(value, str):
+        return count(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 1
+    total = 0
+    if isinstance(value, list):
+        for entry in value:
+            total += _text_tokens(count, entry)
+    elif isinstance(value, dict) and ("role" in value or "type" in value):
+        for key in TEXT_KEYS:
+            if key in value:
+                total += _text_tokens(count, value[key])
+    return total
+
+
+def _message_tokens(count: Counter, message: Any) -> int:
+    """One chat message or Responses item as the cookbook counts it: its framing, and each of
+    its values, its text keys' as their text (`_text_tokens`), a name with a token more, the
+    others (role, tool_call_id, tool_calls) as their text or compact JSON, as billed."""
+    if not isinstance(message, dict):
+        return TOKENS_PER_MESSAGE + _text_tokens(count, message)
+    total = TOKENS_PER_MESSAGE
+    for key, value in message.items():
+        if key in TEXT_KEYS:
+            total += _text_tokens(count, value)
+        else:
             total += count(_text(value)) + (TOKENS_PER_NAME if key == "name" else 0)
     return total
+
+
+def _is_message_list(value: Any) -> bool:
+    """Whether a `MESSAGE_FIELDS` value is a list of messages or items (objects): the same
+    field name, `input`, holds embeddings' texts and token ids, which are not messages and
+    have no framing (a list of 100 texts was counted 303 tokens too many)."""
+    return isinstance(value, list) and any(isinstance(entry, dict) for entry in value)
 
 
 def input_tokens(count: Counter, body: dict[str, Any]) -> int:
     """Prompt tokens of one request body, whatever its endpoint."""
     total = 0
     for key in PROMPT_FIELDS:
-        if key in body:
-            total += _messages(count, body[key]) if key in MESSAGE_FIELDS else count(_text(body[key]))
+        if key not in body:
+            continue
+        value = body[key]
+        if key in MESSAGE_FIELDS and _is_message_list(value):
+            total += REPLY_PRIMING_TOKENS
+            for message in value:
+                total += _message_tokens(count, message)
+        else:
+            total += _text_tokens(count, value)
     for text in structured_json(body):
         total += count(text.decode())
     return total

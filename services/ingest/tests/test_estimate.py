@@ -1,17 +1,24 @@
-"""Which tokenizer a dry run's estimate uses for a model name (README "Dry run")."""
+"""Which tokenizer a dry run's estimate uses for a model name, what it counts of each prompt
+shape, and the output it allows (README "Dry run")."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 import pytest
 
+from batchgate.services.common.loading import load_settings
 from batchgate.services.ingest.estimate import (
     PIECE_CHARS,
+    Estimate,
     approximate,
     counter_for,
     input_tokens,
     pieces,
     tokenizers,
 )
+from batchgate.services.ingest.validation import Accepted
 
 
 @pytest.mark.parametrize(
@@ -71,3 +78,46 @@ def test_every_prompt_field_is_counted() -> None:
     assert input_tokens(count, body) == sum(
         count(text) for text in ("be brief", "# end", "def f():")
     ) + input_tokens(count, {"input": "hi"})
+
+
+HELLO_PART = {"type": "text", "text": "hello"}
+HI_MESSAGE = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("body", "tokens"),
+    [
+        # The baseline: 3 to prime the answer, 3 for the message, "user" and "hello" a token each.
+        ({"messages": [{"role": "user", "content": "hello"}]}, 8),
+        # Embeddings' `input` and completions' `prompt` are texts or token ids, not messages: no
+        # framing, and a token id is one token, never its JSON text.
+        ({"input": ["hello"] * 100}, 100),
+        ({"input": [15339] * 1000}, 1000),
+        ({"input": [[15339] * 500] * 2}, 1000),
+        ({"prompt": [15339] * 1000}, 1000),
+        ({"prompt": ["Say hi", "Say hi"]}, 4),
+        # A content of parts counts its parts' text, as the plain string does.
+        ({"messages": [{"role": "user", "content": [HELLO_PART]}]}, 8),
+        ({"input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}]}, 8),
+    ],
+)
+def test_prompts_count_their_text_token_ids_and_message_framing(body: dict[str, Any], tokens: int) -> None:
+    count, name = counter_for("gpt-4o-mini")
+    assert name == "o200k_base" and count("hello") == 1 and count("Say hi") == 2
+    assert input_tokens(count, body) == tokens
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body", "allowed"),
+    [
+        ("/v1/completions", {"prompt": ["hello"] * 100, "max_tokens": 10}, 1000),
+        ("/v1/chat/completions", {"n": 5, "max_tokens": 10, "messages": [HI_MESSAGE]}, 50),
+    ],
+)
+def test_the_output_bound_counts_every_answer_billed(
+    endpoint: str, body: dict[str, Any], allowed: int
+) -> None:
+    estimate = Estimate(load_settings(environ={}), endpoint)
+    request = {"model": "gpt-4o-mini", **body}
+    estimate.add(Accepted("a", orjson.dumps(request), "gpt-4o-mini", request=request))
+    assert estimate.max_output_tokens == allowed
