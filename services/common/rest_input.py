@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 import orjson
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -337,7 +337,9 @@ def _query_value(field: FieldDescriptor, text: str, name: str) -> Any:
 
 
 def apply_query(request: Message, query: str) -> None:
-    """Set `request`'s fields from a URL query string (`a=1&b=x&b=y`), percent-decoded.
+    """Set `request`'s fields from a URL query string (`a=1&b=x&b=y`), decoded as a form is:
+    `+` is a space, as the SDKs (httpx) send one (`%2B` a plus); read as a plus, a list filtered
+    by `metadata_value=needs review` from the openai SDK found nothing.
 
     Path parameters (fields already set) and unknown names are left alone; a repeated field
     takes every occurrence, any other field the last one. A value whose bytes are not UTF-8 is
@@ -347,12 +349,12 @@ def apply_query(request: Message, query: str) -> None:
     path_params = {field.name for field, _ in request.ListFields()}
     for part in query.split("&"):
         raw_name, _, raw_value = part.partition("=")
-        name = unquote(raw_name, errors="replace")
+        name = unquote_plus(raw_name, errors="replace")
         field = fields.get(name)
         if field is None or name in path_params or field.type == _F.TYPE_MESSAGE:
             continue
         try:
-            text = unquote(raw_value, errors="strict")
+            text = unquote_plus(raw_value, errors="strict")
         except UnicodeDecodeError:  # as in a path: replaced, it named nothing
             raise request_decoding.not_utf8(name) from None
         value = _query_value(field, text, name)

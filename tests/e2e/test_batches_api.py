@@ -189,7 +189,8 @@ def test_listing_filters_by_status_and_metadata_tag(shared_stack: RunningStack) 
     search = create("search", {"team": "search", "env": "prod"})
     ads = create("ads", {"team": "ads"})
     bare = create("bare", None)
-    odd = create("odd", {'we"ird.key$[0]': "it's"})  # any key: never spliced into a JSON path
+    # any key: never spliced into a JSON path
+    odd = create("odd", {'we"ird.key$[0]': "it's", "stage": "needs review", "sum": "1+1"})
     stopped = create("stopped", {"team": "search"}, x_sim={"delay_ms": 1500})
     client.batches.cancel(stopped)
     for batch_id in (search, ads, bare, odd, stopped):
@@ -204,6 +205,9 @@ def test_listing_filters_by_status_and_metadata_tag(shared_stack: RunningStack) 
     assert listed(metadata_key="team", metadata_value="search") == [stopped, search]
     assert listed(metadata_key="team", metadata_value="nobody") == []
     assert listed(metadata_key='we"ird.key$[0]', metadata_value="it's") == [odd]
+    # httpx, as the openai SDK, sends a space as `+` and a plus as `%2B`: it found nothing
+    assert listed(metadata_key="stage", metadata_value="needs review") == [odd]
+    assert listed(metadata_key="sum", metadata_value="1+1") == [odd]
     assert listed(status="cancelled") == [stopped]
     assert listed(status="completed", metadata_key="team", metadata_value="search") == [search]
     assert listed(status="completed") == [odd, bare, ads, search]

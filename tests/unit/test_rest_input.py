@@ -233,7 +233,12 @@ QUERIES = [
     Query("limit=0 is present", batches_pb2.ListBatchesRequest(), "limit=0", {"limit": 0}),
     Query("the last value wins", batches_pb2.ListBatchesRequest(), "limit=5&limit=7", {"limit": 7}),
     Query("unknown names are ignored", batches_pb2.ListBatchesRequest(), "limt=5&=x&x", {}),
-    Query("percent-decoding, no plus", files_pb2.ListFilesRequest(), "purpose=a%20b+c", {"purpose": "a b+c"}),
+    Query(
+        "percent-decoding, + a space",
+        files_pb2.ListFilesRequest(),
+        "purpose=a%20b+c%2B",
+        {"purpose": "a b c+"},
+    ),
     Query(
         "booleans",
         results_pb2.GetBatchResultsRequest(batch_id="b"),
