@@ -95,13 +95,12 @@ export function isTransient(err) {
   return err.code === 'unreachable' || err.status === 408 || err.status === 429 || err.status >= 500;
 }
 
-function query(params) {
-  const search = new URLSearchParams();
-  for (const [name, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null && value !== '') search.set(name, value);
-  }
-  const text = search.toString();
-  return text ? `?${text}` : '';
+/** `?name=value&…`, every name and value percent-encoded (a space as `%20`, a plus as `%2B`). */
+export function query(params) {
+  const pairs = Object.entries(params)
+    .filter(([, value]) => value !== undefined && value !== null && value !== '')
+    .map(([name, value]) => `${encodeURIComponent(name)}=${encodeURIComponent(value)}`);
+  return pairs.length ? `?${pairs.join('&')}` : '';
 }
 
 export const listBatches = (params) => api(`batches${query(params)}`);

@@ -31,11 +31,22 @@ export function formatCount(n) {
   return Number(n || 0).toLocaleString('en-US');
 }
 
-/** USD with enough digits for small batch costs: `$0.000270`, `$12.50`. */
+const MICRO_USD = 0.000001;
+const SMALLEST_USD = 1e-12; // below it, `< $0.000000000001` rather than a long row of zeros
+const TWO_SIGNIFICANT = new Intl.NumberFormat('en-US', { maximumSignificantDigits: 2, useGrouping: false });
+
+/**
+ * USD with enough digits for small batch costs: `$0.000270`, `$12.50`, `$0.00`. An amount that
+ * is not zero never reads as zero: below a millionth of a dollar it keeps two significant digits
+ * (`$0.00000009`).
+ */
 export function formatUsd(amount) {
   const value = Number(amount || 0);
-  const digits = value !== 0 && Math.abs(value) < 1 ? 6 : 2;
-  return `$${value.toFixed(digits)}`;
+  const size = Math.abs(value);
+  if (value === 0 || size >= 1) return `$${value.toFixed(2)}`;
+  if (size >= MICRO_USD) return `$${value.toFixed(6)}`;
+  if (size < SMALLEST_USD) return `${value < 0 ? '> $-' : '< $'}${SMALLEST_USD.toFixed(12)}`;
+  return `$${TWO_SIGNIFICANT.format(value)}`;
 }
 
 export function formatBytes(bytes) {

@@ -1,6 +1,10 @@
 // An editor for a batch's metadata: rows of key and value, added and removed freely.
 // The API's limits (16 pairs, 64-character keys, 512-character values) are enforced by the
 // inputs and by the gateway, whose error is shown as is.
+//
+// Keys and values are sent exactly as they stand, never trimmed: the API takes spaces around a
+// key as part of it, so saving tags nobody touched changes nothing. A row the user never edited
+// answers the pair the API gave, as given: a text field drops line breaks from its value.
 
 import { h } from './dom.js';
 
@@ -27,6 +31,9 @@ export function tagEditor(metadata, { legend = 'Tags (metadata)', legendHidden =
     rows,
     addButton,
   );
+
+  // Rows filled from `metadata` → their pair as the API gave it, until the user edits the row.
+  const untouched = new WeakMap();
 
   function addRow(key = '', value = '') {
     const n = rows.children.length + 1;
@@ -73,18 +80,24 @@ export function tagEditor(metadata, { legend = 'Tags (metadata)', legendHidden =
   }
 
   addButton.addEventListener('click', () => addRow().focus());
-  for (const [key, value] of sortedPairs(metadata)) addRow(key, value);
+  for (const [key, value] of sortedPairs(metadata)) {
+    addRow(key, value);
+    const row = rows.lastElementChild;
+    untouched.set(row, [key, value]);
+    row.addEventListener('input', () => untouched.delete(row), { once: true });
+  }
 
   return {
     element: fieldset,
     read() {
-      const result = {};
+      // No prototype: keys such as `constructor` or `__proto__` are keys like any other.
+      const result = Object.create(null);
       for (const row of rows.children) {
-        const key = row.querySelector('.tag-key').value.trim();
-        const value = row.querySelector('.tag-value').value;
-        if (!key && !value) continue;
-        if (!key) return { error: 'Every tag needs a key.' };
-        if (key in result) return { error: `The key "${key}" is used twice.` };
+        const given = untouched.get(row);
+        const [key, value] = given || [row.querySelector('.tag-key').value, row.querySelector('.tag-value').value];
+        if (!given && !key && !value) continue; // a row left empty
+        if (!given && !key) return { error: 'Every tag needs a key.' };
+        if (Object.hasOwn(result, key)) return { error: `The key "${key}" is used twice.` };
         result[key] = value;
       }
       return { metadata: result };

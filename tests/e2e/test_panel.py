@@ -15,13 +15,14 @@ import base64
 import contextlib
 import hashlib
 import json
+import math
 import re
 import subprocess
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import openai
@@ -387,6 +388,86 @@ def test_tags_are_edited_and_filter_the_list(panel: Panel) -> None:
     page.get_by_role("link", name=tagged.id).click()
     panel.batch_status().to_have_text("completed")
     panel.shot("batch-phone")
+
+
+def test_saving_tags_left_alone_changes_nothing(panel: Panel) -> None:
+    """The editor sends keys and values exactly as they stand: spaces around a key belong to it
+    (the API takes them, and filters by them), a line break a text field cannot show stays in a
+    value the user did not touch, and `constructor` is a key like any other. What the user types
+    is sent as typed, spaces and all; a tag with a space inside filters the list."""
+    client = panel.client
+    batch = client.batches.create(
+        input_file_id=upload(client, chat_records(1, prefix="panel-spaces")).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    wait_for_batch(client, batch.id)
+    metadata = {" sp ": " v ", "constructor": "c", "k": "x", "note": "one\ntwo", "stage": "needs review"}
+    client.post(f"/batches/{batch.id}/metadata", body={"metadata": metadata}, cast_to=dict)
+
+    def found_by(key: str) -> bool:
+        # %20, not the SDK's `+`: the gateway reads a `+` in a query as a plus
+        answer = httpx.get(
+            f"{panel.stack.base_url}/batches?limit=100&metadata_key={quote(key)}",
+            headers={"Authorization": f"Bearer {panel.key}"},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        return batch.id in [b["id"] for b in answer.json()["data"]]
+
+    assert found_by(" sp ")
+    page = panel.page
+    panel.open(f"#/batches/{batch.id}")
+    panel.sign_in()
+    panel.batch_status().to_have_text("completed")
+    expect(page.get_by_label("Tag 1 key")).to_have_value(" sp ")
+    expect(page.get_by_label("Tag 1 value")).to_have_value(" v ")
+    page.get_by_role("button", name="Save tags").click()
+    expect(page.locator(".tags-form .form-status")).to_have_text("Tags saved.")
+    assert client.batches.retrieve(batch.id).metadata == metadata
+    assert found_by(" sp ")
+
+    page.get_by_role("button", name="Add tag").click()
+    page.keyboard.type(" owner ")  # the new row's key field has the focus
+    page.keyboard.press("Tab")
+    page.keyboard.type(" qa ")
+    page.get_by_label("Tag 3 value").fill("y")  # k
+    page.get_by_role("button", name="Save tags").click()
+    expect(page.locator(".tags-form .form-status")).to_have_text("Tags saved.")
+    assert client.batches.retrieve(batch.id).metadata == {**metadata, "k": "y", " owner ": " qa "}
+
+    page.get_by_role("link", name="All batches").click()
+    page.get_by_label("Tag", exact=True).fill("stage=needs review")
+    page.get_by_role("button", name="Apply").click()
+    rows = page.locator("table.batches tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text(batch.id)
+
+
+def test_a_cost_below_a_millionth_of_a_dollar_is_not_shown_as_zero(panel: Panel) -> None:
+    """An embeddings batch of 9 tokens costs $0.00000009: the page shows that amount, to two
+    significant digits, not `$0.000000`."""
+    client = panel.client
+    body = {"model": "text-embedding-3-small", "input": "x" * 34}  # 36 characters of JSON: 9 tokens
+    record = {"custom_id": "tiny", "method": "POST", "url": "/v1/embeddings", "body": body}
+    batch = client.batches.create(
+        input_file_id=upload(client, [record]).id, endpoint="/v1/embeddings", completion_window="24h"
+    )
+    done = wait_for_batch(client, batch.id)
+    assert done.status == "completed"
+    amount = done.model_extra["cost"]["amount"]
+    assert 0 < amount < 0.000_001
+
+    page = panel.page
+    panel.open(f"#/batches/{batch.id}")
+    panel.sign_in()
+    panel.batch_status().to_have_text("completed")
+    cost = page.locator("#cost")
+    expect(cost).to_contain_text("$")
+    shown = re.match(r"\$(0\.0+[1-9]\d?)(?: \(|$)", cost.inner_text())
+    assert shown, cost.inner_text()
+    assert math.isclose(float(shown[1]), amount, rel_tol=0.05), (shown[1], amount)
+    panel.shot("batch-tiny-cost")
 
 
 def test_the_list_is_newest_first_and_pages(paging_panel: Panel, paged_ids: list[str]) -> None:

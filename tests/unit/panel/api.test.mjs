@@ -4,7 +4,7 @@ import { test } from 'node:test';
 
 // api.js places the API next to the page (document.baseURI) when it loads.
 globalThis.document = { baseURI: 'http://127.0.0.1:8080/ui/' };
-const { ApiError, isTransient, keyProblem } = await import('../../../gateway/ui/api.js');
+const { ApiError, isTransient, keyProblem, query } = await import('../../../gateway/ui/api.js');
 
 test('a key of printable ASCII has no problem', () => {
   assert.equal(keyProblem('bg-Abc_123-xyz'), null);
@@ -29,4 +29,12 @@ test('only an outage or an overloaded gateway is worth asking again', () => {
   assert.ok(!isTransient(answer(0, 'invalid_key_characters')));
   assert.ok(!isTransient(answer(400, 'invalid_after')));
   assert.ok(!isTransient(answer(403, 'insufficient_scope')));
+});
+
+test('a query spells spaces %20: the gateway reads a + as a plus', () => {
+  assert.equal(
+    query({ limit: 10, after: undefined, status: '', metadata_key: ' sp ', metadata_value: 'a+b&c=d é' }),
+    '?limit=10&metadata_key=%20sp%20&metadata_value=a%2Bb%26c%3Dd%20%C3%A9',
+  );
+  assert.equal(query({ after: null }), '');
 });

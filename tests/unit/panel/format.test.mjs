@@ -42,6 +42,15 @@ test('small costs keep their digits', () => {
   assert.equal(formatUsd(0), '$0.00');
 });
 
+test('a cost below a millionth of a dollar is not shown as zero', () => {
+  assert.equal(formatUsd(9e-8), '$0.00000009');
+  assert.equal(formatUsd(1.25e-7), '$0.00000013');
+  assert.equal(formatUsd(5e-7), '$0.0000005');
+  assert.equal(formatUsd(0.000001), '$0.000001');
+  assert.equal(formatUsd(1e-13), '< $0.000000000001');
+  assert.equal(formatUsd(1e-300), '< $0.000000000001');
+});
+
 test('terminal statuses', () => {
   assert.equal(isTerminal('cancelled'), true);
   assert.equal(isTerminal('cancelling'), false);
