@@ -10,6 +10,7 @@ output-tokens}-remaining` with `…-reset` as an RFC 3339 time).
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -21,21 +22,31 @@ OPENAI_WINDOWS = ("requests", "tokens")
 ANTHROPIC_WINDOWS = ("requests", "tokens", "input-tokens", "output-tokens")
 
 
-def retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
+def _seconds(text: str) -> float | None:
+    """A number of seconds (below zero: none), or None where `text` is not a finite number."""
     try:
-        return max(float(value), 0.0)
+        value = float(text)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
+        return None
+    return max(value, 0.0) if math.isfinite(value) else None
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds from `retry-after-ms` or `retry-after` (seconds or an HTTP date); None where
+    neither is given or readable. A value that is neither (`soon`, `nan`) asks for no wait: it
+    raised out of the call, and failed answers already paid for (a 200 too) `internal_error`."""
+    if (ms := headers.get("retry-after-ms")) is not None and (wait := _seconds(ms)) is not None:
+        return wait / 1000
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    if (wait := _seconds(value)) is not None:
+        return wait
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    return max(parsed.timestamp() - time.time(), 0.0)
 
 
 def _duration_s(text: str | None) -> float | None:
@@ -43,10 +54,8 @@ def _duration_s(text: str | None) -> float | None:
     if not text:
         return None
     text = text.strip()
-    try:
-        return max(float(text), 0.0)
-    except ValueError:
-        pass
+    if (seconds := _seconds(text)) is not None:
+        return seconds
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None

@@ -62,7 +62,8 @@ from batchgate.services.executor.workflows.loop import WorkflowLoop
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""Retried besides every 5xx (README: 529 and a proxy's 520 or 524 too; they were final)."""
 KEEPALIVE_S = 30.0
 
 
@@ -287,7 +288,7 @@ class ItemRunner:
                     return outcome
                 last = result, model
                 if (
-                    result.status_code not in RETRYABLE_STATUS
+                    result.status_code not in RETRYABLE_STATUS and not 500 <= result.status_code <= 599
                     if isinstance(result, UpstreamAnswer)
                     else not result.retryable
                 ):

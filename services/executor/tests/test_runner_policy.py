@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 
 from batchgate.services.common.catalogue import RetryPolicy
 from batchgate.services.common.token_usage import usage_of
@@ -31,6 +32,33 @@ def test_retry_after_header_forms() -> None:
     date = email.utils.formatdate(time.time() + 10, usegmt=True)
     assert 8 <= retry_after_s(httpx.Headers({"retry-after": date})) <= 11
     assert retry_after_s(httpx.Headers({})) is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"retry-after": "soon"},
+        {"retry-after": "nan"},
+        {"retry-after": "inf"},
+        {"retry-after": ""},
+        {"retry-after": "Mon, 99 Foo 2026 99:99:99 GMT"},
+        {"retry-after-ms": "nan"},
+        {"retry-after-ms": "later"},
+    ],
+)
+def test_an_unreadable_retry_after_asks_for_no_wait(headers: dict[str, str]) -> None:
+    """`Retry-After: soon` raised out of the call: a 200 carrying it ended `internal_error`."""
+    assert retry_after_s(httpx.Headers(headers)) is None
+
+
+def test_an_unreadable_retry_after_ms_falls_back_to_retry_after() -> None:
+    assert retry_after_s(httpx.Headers({"retry-after-ms": "nan", "retry-after": "2"})) == 2.0
+    assert (
+        spent_window_s(
+            httpx.Headers({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "nan"}), 5
+        )
+        == 5
+    )
 
 
 def test_a_spent_window_is_read_from_openai_and_anthropic_headers() -> None:

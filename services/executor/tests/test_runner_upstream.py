@@ -70,13 +70,14 @@ async def run(settings: Settings, item: scheduler_pb2.LeasedItem) -> recorder_pb
         await runner.close()
 
 
-async def test_5xx_is_retried_then_succeeds(simulator: str) -> None:
-    outcome = await run(
-        settings_for(simulator), leased(chat("five hundred", x_sim={"status": 503, "times": 2}))
-    )
+@pytest.mark.parametrize("status", [503, 501, 520, 524])
+async def test_5xx_is_retried_then_succeeds(simulator: str, status: int) -> None:
+    """Every 5xx, as README says: a proxy's 520 or 524 (and 501, 507) were final at once."""
+    content = f"five hundred {status}"
+    outcome = await run(settings_for(simulator), leased(chat(content, x_sim={"status": status, "times": 2})))
     assert outcome.state == recorder_pb2.OUTCOME_STATE_SUCCEEDED
     assert outcome.attempts == 3 and outcome.model == "gpt-4o-mini" and outcome.status_code == 200
-    assert [c["status"] for c in await calls(simulator, "five hundred")] == [503, 503, 200]
+    assert [c["status"] for c in await calls(simulator, content)] == [status, status, 200]
 
 
 async def test_4xx_is_final_and_keeps_the_upstream_error(simulator: str) -> None:
