@@ -261,6 +261,7 @@ class Dispatcher:
         self._clock = clock
         self._lanes: list[Lane] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._holding = False
 
     def lane(self, limit: AdaptiveLimit, keys: KeyPool) -> Lane:
         lane = Lane(limit, keys)
@@ -301,6 +302,13 @@ class Dispatcher:
         self.in_flight -= 1
         self.dispatch()
 
+    def hold(self, holding: bool) -> None:
+        """Grant no slot while `holding` (results takes no outcome: every answer kept meanwhile
+        would run again after a crash); grant again once it is lifted."""
+        self._holding = holding
+        if not holding:
+            self.dispatch()
+
     def dispatch(self) -> None:
         """Grant slots best rank first while the executor has room; wake up again when a
         key rests or a budget runs dry, at the earliest time one might be usable."""
@@ -309,7 +317,7 @@ class Dispatcher:
             self._timer = None
         soonest = math.inf
         blocked: set[int] = set()
-        while self.in_flight < self.capacity:
+        while not self._holding and self.in_flight < self.capacity:
             best: tuple[Lane, _Waiter] | None = None
             for number, lane in enumerate(self._lanes):
                 if number in blocked or not lane.limit.room(lane.in_flight):

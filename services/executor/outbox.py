@@ -5,13 +5,16 @@ outcomes and one gRPC message's worth, `message_budget`, after waiting `result_f
 company), so outcomes wait for results about one round trip and a `kill -9` repeats little
 beyond what was running upstream. A failed send is retried with a capped backoff; a repeat is
 harmless (results deduplicates by fencing token). An outcome leaves the outbox only once
-results acknowledged it.
+results acknowledged it. While results takes none (a send failed, and none succeeded since),
+`held_back` hears so and no new upstream call starts: the executor went on calling and kept
+a thousand answers in memory, which a `kill -9` or a shutdown then lost and ran again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -26,9 +29,11 @@ log = logging.getLogger(__name__)
 
 RPC_RETRY_S = 0.25
 RPC_RETRY_MAX_S = 2.0
+FLUSH_TRIES = 8  # on shutdown, unsent outcomes are retried this often (about 2 s at most)
 
 Send = Callable[[list[recorder_pb2.Outcome]], Awaitable[recorder_pb2.RecordResultsResponse]]
 Acknowledged = Callable[[list[recorder_pb2.Outcome], recorder_pb2.RecordResultsResponse], None]
+HeldBack = Callable[[bool], None]
 
 
 @dataclass
@@ -56,12 +61,16 @@ class Retry:
 
 class Outbox:
     """Outcomes not yet acknowledged by results, sent one group at a time by `send`;
-    `acknowledged` hears of every group results answered."""
+    `acknowledged` hears of every group results answered, `held_back` whether results stopped
+    (True) or started again (False) taking them."""
 
-    def __init__(self, settings: Settings, send: Send, acknowledged: Acknowledged) -> None:
+    def __init__(
+        self, settings: Settings, send: Send, acknowledged: Acknowledged, held_back: HeldBack
+    ) -> None:
         self._settings = settings
         self._send = send
         self._acknowledged = acknowledged
+        self._held_back = held_back
         self.pending: list[recorder_pb2.Outcome] = []
         self.retry = Retry("RecordResults")
         self._ready = asyncio.Event()
@@ -91,6 +100,21 @@ class Outbox:
                 return False
         return True
 
+    async def drain(self, deadline: float) -> None:
+        """On shutdown: send what is left, trying until `deadline` (monotonic). What results did
+        not take by then is lost with this process, and its items run again: said in the log,
+        where it went unsaid."""
+        for _ in range(FLUSH_TRIES):
+            if await self.flush() or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(self.retry.wait_s)
+        if self.pending:
+            log.error(
+                "results took no answer for %d finished items before the shutdown deadline: "
+                "they will run again",
+                len(self.pending),
+            )
+
     def _oldest_group(self) -> list[recorder_pb2.Outcome]:
         """The oldest outcomes, at most `result_batch_max` of them and a message's worth."""
         oldest = self.pending[: self._settings.result_batch_max]
@@ -106,8 +130,12 @@ class Outbox:
             try:
                 answer = await self._send(group)
             except grpc.aio.AioRpcError as exc:
+                if not self.retry.failures:
+                    self._held_back(True)
                 self.retry.failed(exc)
                 return False
+            if self.retry.failures:
+                self._held_back(False)
             self.retry.succeeded()
             sent = {id(o) for o in group}  # the outbox may have changed during the call
             self.pending = [o for o in self.pending if id(o) not in sent]

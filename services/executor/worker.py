@@ -29,7 +29,7 @@
   not count against leasing: against a fast upstream, finished items waiting for results'
   round trip otherwise held most slots and the calls in flight fell to half the concurrency.
 - A scheduler or results that is down or restarting is retried with a short, capped backoff;
-  nothing here exits.
+  nothing here exits. While results takes no outcome, no upstream call starts (`Outbox`).
 - On shutdown, leasing stops, unstarted items are handed back, running items get
   `executor_shutdown_grace_s`, finished outcomes are sent (retried within it), the rest handed back.
 """
@@ -70,7 +70,6 @@ from batchgate.services.executor.runner import Control, ItemRunner
 
 log = logging.getLogger(__name__)
 
-FLUSH_TRIES = 8  # then unsent outcomes are retried this often (about 2 s at most)
 BEATS_PER_TTL = 5  # heartbeats per lease time: four may fail before the session lapses
 OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
 
@@ -87,7 +86,7 @@ class Executor:
     def __post_init__(self) -> None:
         self._held: dict[Key, Held] = {}  # every held item: waiting, running or awaiting acknowledgement
         self._stopped = StoppedBatches(stop=lambda batch_id: self._stop_batch(batch_id, hard=True))
-        self._outbox = Outbox(self.settings, self._record, self._acknowledged)
+        self._outbox = Outbox(self.settings, self._record, self._acknowledged, self.runner.dispatcher.hold)
         self._slot_freed = asyncio.Event()
         self._beat_now = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -380,10 +379,7 @@ class Executor:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        for _ in range(FLUSH_TRIES):
-            if await self.flush() or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(self._outbox.retry.wait_s)
+        await self._outbox.drain(deadline)
         finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox.pending}
         unfinished = [h.ref for h in unstarted] + [
             h.ref
