@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -198,7 +199,7 @@ def cmd_health(args: argparse.Namespace) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     from batchgate.launcher import Stack, StartError, check_ports
-    from batchgate.services.common import auth
+    from batchgate.services.common import auth, logs
 
     overrides = {
         env: str(getattr(args, flag)) for flag, env in UP_FLAGS.items() if getattr(args, flag) is not None
@@ -207,6 +208,8 @@ def cmd_up(args: argparse.Namespace) -> None:
         overrides["BATCHGATE_CONFIG"] = str(Path(args.config).resolve())
     os.environ.update(overrides)
     settings = load_settings()
+    logs.setup("up", settings.log_level, settings.log_format)  # its lines as the services' are
+    log = logging.getLogger("batchgate.up")
     try:
         check_ports(settings)
     except StartError as exc:
@@ -258,11 +261,11 @@ def cmd_up(args: argparse.Namespace) -> None:
         while not stopping:
             dead = stack.dead_children()
             if dead:
-                print(f"{', '.join(c.name for c in dead)} exited unexpectedly; stopping", file=sys.stderr)
+                log.error("%s exited unexpectedly; stopping", ", ".join(c.name for c in dead))
                 sys.exit(1)
             time.sleep(0.5)
     finally:
-        print("stopping…", file=sys.stderr, flush=True)
+        log.info("stopping…")
         stack.stop()
 
 

@@ -5,6 +5,7 @@ services started without certificates."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -250,6 +251,7 @@ def _start(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str],
 def test_batchgate_up_authenticates_internal_calls_with_no_setup_step(tmp_path: Path) -> None:
     env = stack_env(tmp_path, "")  # ports of its own; SQLite in a fresh data directory
     del env["BATCHGATE_TLS_DIR"], env["BATCHGATE_DATABASE_URL"]
+    env["BATCHGATE_LOG_FORMAT"] = "json"
     process, output = _start(["up"], env)
     try:
         key = output.wait_for(r"API key  : (bg-\S+)", timeout_s=120).group(1)
@@ -273,6 +275,9 @@ def test_batchgate_up_authenticates_internal_calls_with_no_setup_step(tmp_path: 
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(60)
+    # Its own lines are JSON as the services' are: "stopping…" was a bare line in a JSON log.
+    (stopping,) = [json.loads(line) for line in output.lines if "stopping" in line]
+    assert (stopping["service"], stopping["level"], stopping["message"]) == ("up", "info", "stopping…")
 
 
 @pytest.mark.parametrize("verb", [["serve", "scheduler"], ["serve", "executor"], ["envoy"]])
