@@ -30,9 +30,7 @@ class Settings:
 
     # --- where things live -------------------------------------------------------------
     data_dir: str = _setting(
-        "./data",
-        "BATCHGATE_DATA_DIR",
-        "Directory for the SQLite database, generated Envoy config and certs/.",
+        "./data", "BATCHGATE_DATA_DIR", "Directory of the SQLite database, generated Envoy config and certs."
     )
     database_url: str = _setting(
         "",
