@@ -72,8 +72,24 @@ def batch_row(stack: RunningStack, batch_id: str) -> Any:
     return rows[0] if rows else None
 
 
+def _template_run_by(stack: RunningStack, project: str, batch_id: str) -> str:
+    """A recurring template of `project` whose run `batch_id` is made out to be (no clock needs
+    to move for it to have one)."""
+    client = stack.client(project)
+    made = client.batches.create(
+        input_file_id=client.batches.retrieve(batch_id).input_file_id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"cron": "0 3 1 1 *"},
+    )
+    template = str(made.id)  # the template's `btpl_…`
+    db_rows(stack.database_url, "UPDATE batches SET template_id = :t WHERE id = :b", t=template, b=batch_id)
+    return template
+
+
 def test_ended_batches_are_purged_after_their_projects_retention(stack: RunningStack) -> None:
     short = start(stack, "short", "--retention-days", "1")
+    template = _template_run_by(stack, "short", short)
     gone = start(stack, "gone", "--retention-days", "1", "--bookkeeping-days", "1.5")
     kept = start(stack, "kept")
     assert "retention=1d bookkeeping=1.5d" in cli(stack, "projects", "list").stdout
@@ -115,6 +131,12 @@ def test_ended_batches_are_purged_after_their_projects_retention(stack: RunningS
         timeout=30,
     )
     assert results.status_code == 404
+    shown = httpx.get(
+        f"{stack.base_url}/batch_templates/{template}",
+        headers={"Authorization": f"Bearer {stack.keys['short']}"},
+        timeout=30,
+    ).json()
+    assert shown["recent_runs"] == []  # it showed the purged run, its file ids answering 404
 
     # Past its bookkeeping period the batch is forgotten altogether.
     wait_until("gone forgotten", lambda: batch_row(stack, gone) is None, 60)

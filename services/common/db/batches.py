@@ -118,13 +118,15 @@ async def page(
 async def runs_of_template(
     conn: AsyncConnection, project_id: str, template_id: str, limit: int
 ) -> list[AnyRow]:
-    """ingest: the newest `limit` published runs of the project's recurring template."""
+    """ingest: the newest `limit` published runs of the project's recurring template that
+    retention has not purged (a purged run answers 404, as in `?template_id=` lists)."""
     query = (
         select(batches)
         .where(
             batches.c.template_id == template_id,
             batches.c.project_id == project_id,
             batches.c.status != BatchStatus.VALIDATING,
+            batches.c.purged_at.is_(None),
         )
         .order_by(batches.c.id.desc())
         .limit(limit)
