@@ -8,8 +8,9 @@ import logging
 import time
 
 from batchgate.services.common.config import Settings
-from batchgate.services.common.db import Database, batches, files, items
+from batchgate.services.common.db import Database, batches, files, items, templates
 from batchgate.services.common.db.blobs import delete_blob, reclaim_abandoned, reclaim_owned
+from batchgate.services.common.states import PauseReason
 from batchgate.services.ingest.idempotency import IdempotencyKeys
 
 log = logging.getLogger(__name__)
@@ -21,11 +22,15 @@ BLOB_OWNER_PREFIXES = ("upload:", "create:")
 
 
 async def delete_expired_files(db: Database) -> int:
-    """Reclaim the content of files past their `expires_at` (they already read as 404)."""
+    """Reclaim the content of files past their `expires_at` (they already read as 404); the
+    templates that read one are paused `input_file_expired` first, while that is still known."""
     async with db.read() as conn:
         rows = await files.expired(conn, EXPIRED_PER_SWEEP)
     for row in rows:
         async with db.write() as conn:
+            await templates.pause_reading(
+                conn, row.id, PauseReason.INPUT_FILE_EXPIRED, templates.expired_input(row.id)
+            )
             await files.delete_file(conn, row.id)
             await delete_blob(conn, row.blob_id)
     return len(rows)

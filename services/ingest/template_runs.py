@@ -79,7 +79,7 @@ async def _why_paused(conn: Connection, row: AnyRow, now: float) -> tuple[PauseR
     if found is None:
         return PauseReason.INPUT_FILE_DELETED, f"The input file {row.input_file_id} was deleted."
     if found.expires_at is not None and found.expires_at <= now:
-        return PauseReason.INPUT_FILE_EXPIRED, f"The input file {row.input_file_id} has expired."
+        return PauseReason.INPUT_FILE_EXPIRED, store.expired_input(row.input_file_id)
     return None
 
 

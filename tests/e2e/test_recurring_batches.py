@@ -58,6 +58,7 @@ def clocked(db_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             url,
             projects=("default", "other"),
             BATCHGATE_TEMPLATE_CLOCK_FILE=str(clock.path),
+            BATCHGATE_INGEST_SWEEP_INTERVAL_S="0.5",  # expired input files are swept at once
             BATCHGATE_METRICS_PORT=str(free_port_run(2)),  # the embedded process on P, executor 0 on P+1
         ) as stack,
     ):
@@ -272,6 +273,29 @@ def test_a_run_refused_for_budget_is_recorded_on_the_template(clocked: tuple[Run
     scraped = httpx.get(f"http://127.0.0.1:{stack.settings.metrics_port}/metrics", timeout=10).text
     refused = 'batchgate_template_runs_total{error_code="key_budget_exceeded",outcome="refused"'
     assert refused in scraped
+
+
+def test_a_template_whose_input_file_expires_is_paused_saying_so(clocked: tuple[RunningStack, Clock]) -> None:
+    """Once the sweep removed the expired file, a due run found no file and said it was deleted:
+    the template is paused `input_file_expired` as the file is swept, before its next run."""
+    stack, clock = clocked
+    client = new_project(stack)
+    source = upload(client, chat_records(1, prefix="expiring"))
+    created = schedule(client, source.id, "50 * * * *")
+    db_rows(
+        stack.database_url, "UPDATE files SET expires_at = :t WHERE id = :f", t=time.time() - 1, f=source.id
+    )
+    shown = eventually(lambda: (t := template(client, created["id"]))["status"] == "paused" and t)
+    assert shown["paused_reason"] == "input_file_expired" and shown["next_run_at"] is None
+    assert shown["last_error"] == {
+        "code": "input_file_expired",
+        "message": f"The input file {source.id} has expired.",
+    }
+    eventually(lambda: not db_rows(stack.database_url, "SELECT id FROM files WHERE id = :f", f=source.id))
+    clock.set(created["next_run_at"])  # its due time passes: still paused for the same reason, no run
+    time.sleep(QUIET_S)
+    assert template(client, created["id"])["paused_reason"] == "input_file_expired"
+    assert runs(client, created["id"]) == []
 
 
 def test_a_template_whose_input_file_is_deleted_pauses_itself_until_given_another(

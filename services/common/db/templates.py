@@ -133,6 +133,26 @@ async def claim_due_time(
     return bool(result.rowcount == 1)
 
 
+def expired_input(file_id: str) -> str:
+    """The message of a template paused because its input file expired (at a due run, or as
+    the file is swept)."""
+    return f"The input file {file_id} has expired."
+
+
+async def pause_reading(conn: AsyncConnection, file_id: str, reason: PauseReason, message: str) -> None:
+    """Ingest: pause the scheduled templates whose runs read `file_id` for `reason`, which a
+    sweep of the file is about to erase: once its row is gone, a due run tells an expired file
+    from a deleted one no more (every expired input read `input_file_deleted`)."""
+    error = orjson.dumps({"code": reason, "message": message}).decode()
+    await conn.execute(
+        update(batch_templates)
+        .where(
+            batch_templates.c.input_file_id == file_id, batch_templates.c.status == TemplateStatus.SCHEDULED
+        )
+        .values(status=TemplateStatus.PAUSED, paused_reason=reason, next_run_at=None, last_error=error)
+    )
+
+
 async def pause_template(conn: AsyncConnection, template_id: str) -> None:
     """Ingest: the user pauses the template (a paused one keeps its reason)."""
     await conn.execute(
