@@ -70,6 +70,9 @@ function envoy_on_request(request_handle)
     return
   end
   h:remove("x-oai-query")
+  -- The method as the client sent it, for Envoy's span (tracing.py): the transcoder makes
+  -- every call a POST before the span reads the request's headers.
+  h:replace("x-oai-method", h:get(":method") or "")
   local bare, query = string.match(h:get(":path") or "", "^([^?]*)%?(.*)$")
   if bare ~= nil then
     h:replace(":path", bare)

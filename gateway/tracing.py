@@ -20,6 +20,7 @@ from batchgate.services.common.otlp_exporters import GRPC, endpoint, protocol, s
 
 CLUSTER = "otel_collector"
 SERVICE_NAME = "batchgate-envoy"
+METHOD_HEADER = "x-oai-method"  # set by gateway/oai_errors.lua
 EXPORT_TIMEOUT = "2s"
 HTTP_TRACES_PATH = "/v1/traces"
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -89,5 +90,9 @@ def envoy_tracing(environ: Mapping[str, str] = os.environ) -> tuple[dict[str, An
     else:
         url = _traces_url(environ)
         config["http_service"] = {"http_uri": {"uri": url, "cluster": CLUSTER, "timeout": EXPORT_TIMEOUT}}
-    tracing = {"provider": {"name": "envoy.tracers.opentelemetry", "typed_config": config}}
+    tracing = {
+        "provider": {"name": "envoy.tracers.opentelemetry", "typed_config": config},
+        # The client's method, not the transcoded call's POST (gateway/oai_errors.lua keeps it).
+        "custom_tags": [{"tag": "http.method", "request_header": {"name": METHOD_HEADER}}],
+    }
     return tracing, _cluster(url, protocol("TRACES", environ) == GRPC)

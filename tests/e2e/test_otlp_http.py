@@ -87,6 +87,16 @@ def test_item_traces_and_metrics_go_out_over_otlp_http(
     assert create.parent_span_id == envoy.span_id
     accept = next(s for s in item_spans()[records[0]["custom_id"]] if s.name == "batchgate.item.accept")
     assert accept.links == [(client_trace, create.span_id)]
+    assert envoy.attributes["http.method"] == "POST"
+
+    # A read is a GET in Envoy's span too: it said POST, the transcoded call's method.
+    read_trace = secrets.token_hex(16)
+    client.batches.retrieve(batch.id, extra_headers={"traceparent": f"00-{read_trace}-{client_span}-01"})
+    while not any(s.service == "batchgate-envoy" and s.trace_id == read_trace for s in sink.spans()):
+        assert time.monotonic() < deadline + 30, "no span of the read"
+        time.sleep(0.2)
+    (read,) = [s for s in sink.spans() if s.service == "batchgate-envoy" and s.trace_id == read_trace]
+    assert read.attributes["http.method"] == "GET"
 
 
 def test_protocol_follows_the_sdk_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
