@@ -149,6 +149,12 @@ class Panel:
     def batch_status(self) -> Any:
         return expect(self.page.locator(".status-line .badge"))
 
+    def open_completed_batch(self, batch_id: str) -> None:
+        """Sign in on a batch's page and wait until it shows the batch completed."""
+        self.open(f"#/batches/{batch_id}")
+        self.sign_in()
+        self.batch_status().to_have_text("completed")
+
     def created_batch_id(self) -> str:
         expect(self.page.get_by_role("heading", name="Batch created")).to_be_visible()
         return self.page.locator("#result .card.success a.mono").inner_text()
@@ -348,9 +354,7 @@ def test_tags_are_edited_and_filter_the_list(panel: Panel) -> None:
         wait_for_batch(client, batch.id)
 
     page = panel.page
-    panel.open(f"#/batches/{tagged.id}")
-    panel.sign_in()
-    panel.batch_status().to_have_text("completed")
+    panel.open_completed_batch(tagged.id)
     # Tags are listed by key (the API keeps no order): stage, then team.
     expect(page.get_by_label("Tag 1 key")).to_have_value("stage")
     expect(page.get_by_label("Tag 2 key")).to_have_value("team")
@@ -417,9 +421,7 @@ def test_saving_tags_left_alone_changes_nothing(panel: Panel) -> None:
 
     assert found_by(" sp ")
     page = panel.page
-    panel.open(f"#/batches/{batch.id}")
-    panel.sign_in()
-    panel.batch_status().to_have_text("completed")
+    panel.open_completed_batch(batch.id)
     expect(page.get_by_label("Tag 1 key")).to_have_value(" sp ")
     expect(page.get_by_label("Tag 1 value")).to_have_value(" v ")
     page.get_by_role("button", name="Save tags").click()
@@ -459,9 +461,7 @@ def test_a_cost_below_a_millionth_of_a_dollar_is_not_shown_as_zero(panel: Panel)
     assert 0 < amount < 0.000_001
 
     page = panel.page
-    panel.open(f"#/batches/{batch.id}")
-    panel.sign_in()
-    panel.batch_status().to_have_text("completed")
+    panel.open_completed_batch(batch.id)
     cost = page.locator("#cost")
     expect(cost).to_contain_text("$")
     shown = re.match(r"\$(0\.0+[1-9]\d?)(?: \(|$)", cost.inner_text())
