@@ -72,6 +72,12 @@ def usage_of(body: Any) -> recorder_pb2.TokenUsage:
     )
 
 
+def total_tokens(usage: recorder_pb2.TokenUsage | None) -> int:
+    """Prompt and completion tokens of `usage` (a loop's sum so far; None: nothing yet), what a
+    tool_config's or workflow's `max_tokens` bounds."""
+    return 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
+
+
 def add_usage(total: recorder_pb2.TokenUsage, usage: recorder_pb2.TokenUsage) -> None:
     """Adds `usage` into `total`."""
     total.prompt_tokens += usage.prompt_tokens

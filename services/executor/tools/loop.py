@@ -34,7 +34,7 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.faults import crash_point
 from batchgate.services.common.record_texts import request_tokens
 from batchgate.services.common.states import ItemErrorCode
-from batchgate.services.common.token_usage import add_usage, usage_json
+from batchgate.services.common.token_usage import add_usage, total_tokens, usage_json
 from batchgate.services.common.tool_config import (
     InvalidToolConfig,
     ToolConfig,
@@ -91,7 +91,7 @@ class _Progress:
     @property
     def tokens(self) -> int:
         """Prompt and completion tokens of the turns so far."""
-        return 0 if self.usage is None else self.usage.prompt_tokens + self.usage.completion_tokens
+        return total_tokens(self.usage)
 
     def add(self, outcome: recorder_pb2.Outcome) -> None:
         self.calls += outcome.attempts

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
-from batchgate.services.common.token_usage import add_usage, usage_json
+from batchgate.services.common.token_usage import add_usage, total_tokens, usage_json
 from batchgate.services.executor.upstream import fallback_request_id
 
 RESULT_OBJECT = "batchgate.workflow.result"
@@ -32,7 +32,7 @@ class Tally:
 
     @property
     def tokens(self) -> int:
-        return self.usage.prompt_tokens + self.usage.completion_tokens
+        return total_tokens(self.usage)
 
     def add(self, outcome: recorder_pb2.Outcome) -> None:
         """One request's outcome: its calls, and when it succeeded, its usage and model."""
