@@ -17,36 +17,14 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from batchgate import access_flags
 from batchgate.admin_cli import settings_of, with_db
 from batchgate.exit_codes import CommandError, ExitCode
 from batchgate.guardrails_cli import add_guardrail_parser, guardrail_config
-from batchgate.services.common.access_policy import (
-    ALL_SCOPES,
-    Feature,
-    Policy,
-    Scope,
-    parse_scopes,
-    scopes_text,
-)
-from batchgate.services.common.windows import parse_window
+from batchgate.services.common.access_policy import ALL_SCOPES, Policy, Scope, parse_scopes, scopes_text
 
 if TYPE_CHECKING:
     from batchgate.services.common.db import AnyRow, Database
-
-
-def _amount(value: str, unset: str, what: str) -> float | None:
-    """A finite number of 0 or more, or the word `unset` (None)."""
-    if value.lower() == unset:
-        return None
-    amount = float(value)
-    if not (amount >= 0 and math.isfinite(amount)):  # nan, inf and 1e999 (JSON has none of them)
-        raise argparse.ArgumentTypeError(f"{what} 0 or more, or '{unset}' (a finite amount)")
-    return amount
-
-
-def _budget(value: str) -> float | None:
-    """A `--budget` value: USD (0 or more), or `none` for no cap."""
-    return _amount(value, "none", "a budget is a USD amount of")
 
 
 def _stored_budget(budget: float | None) -> float | None:
@@ -56,125 +34,6 @@ def _stored_budget(budget: float | None) -> float | None:
 
 def _show_budget(budget: float | None) -> str:
     return "no budget" if budget is None else f"budget ${budget:g}"
-
-
-def _models(value: str) -> frozenset[str] | None:
-    """`--allow-models a,b` (or `all`: no restriction)."""
-    if value.lower() == "all":
-        return None
-    return frozenset(m.strip() for m in value.split(",") if m.strip())
-
-
-def _limit(value: str) -> int | None:
-    """A `--max-…` value: a positive count, or `none`."""
-    if value.lower() == "none":
-        return None
-    count = int(value)
-    if count < 1:
-        raise argparse.ArgumentTypeError("a limit is 1 or more, or 'none'")
-    return count
-
-
-def _scopes(value: str) -> frozenset[Scope]:
-    try:
-        return ALL_SCOPES if value.lower() == "all" else parse_scopes(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _expires_in(value: str) -> float | None:
-    """`--expires-in 90s|30m|12h|7d` → seconds (or `never`)."""
-    if value.lower() == "never":
-        return None
-    try:
-        return float(parse_window(value))
-    except ValueError:
-        raise argparse.ArgumentTypeError("a duration like 90s, 30m, 12h or 7d, or 'never'") from None
-
-
-def _features(value: str) -> frozenset[Feature]:
-    try:
-        return frozenset(Feature(f.strip()) for f in value.split(",") if f.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"features: {', '.join(Feature)} (comma-separated)") from None
-
-
-def _days(value: str) -> float | None:
-    """A `--…-days` value: 0 or more, or `default` (the setting)."""
-    return _amount(value, "default", "days are")
-
-
-def _fraction(value: str) -> float | None:
-    """A `--rate-share` value: above 0 and at most 1, or `none`."""
-    share = _amount(value, "none", "a share is")
-    if share is not None and not 0 < share <= 1:
-        raise argparse.ArgumentTypeError("a share is above 0 and at most 1, or 'none'")
-    return share
-
-
-def _yes_no(value: str) -> bool:
-    if value.lower() not in ("yes", "no"):
-        raise argparse.ArgumentTypeError("yes or no")
-    return value.lower() == "yes"
-
-
-def _policy_arguments(parser: argparse.ArgumentParser, *, project: bool) -> None:
-    """The policy flags; one not given is absent from the parsed arguments (it changes nothing)."""
-    unset = argparse.SUPPRESS
-    parser.add_argument(
-        "--allow-models", dest="allowed_models", type=_models, default=unset, help="a,b,… or all"
-    )
-    parser.add_argument(
-        "--max-records", dest="max_records", type=_limit, default=unset, help="records per batch, or none"
-    )
-    parser.add_argument(
-        "--max-concurrent",
-        dest="max_concurrent_batches",
-        type=_limit,
-        default=unset,
-        help="batches open at once, or none",
-    )
-    parser.add_argument(
-        "--expedited", type=_yes_no, default=unset, help="whether priority 'expedited' is allowed (yes|no)"
-    )
-    if project:
-        parser.add_argument(
-            "--features", type=_features, default=unset, help=f"features turned on: {', '.join(Feature)}"
-        )
-        parser.add_argument(
-            "--rate-share",
-            dest="rate_share",
-            type=_fraction,
-            default=unset,
-            help="share (0-1) of each provider's requests per minute, or none",
-        )
-        for flag, what in (("retention", "data"), ("bookkeeping", "bookkeeping")):
-            parser.add_argument(
-                f"--{flag}-days",
-                dest=f"{flag}_days",
-                type=_days,
-                default=unset,
-                help=f"days a batch's {what} is kept after it ends; 0 keeps it; default: the setting",
-            )
-
-
-POLICY_FLAGS = (
-    "allowed_models",
-    "max_records",
-    "max_concurrent_batches",
-    "features",
-    "rate_share",
-    "retention_days",
-    "bookkeeping_days",
-)
-
-
-def _apply(policy: Policy, args: argparse.Namespace) -> Policy:
-    """`policy` with the flags given on the command line changed (`all`/`none` clear one)."""
-    changes: dict[str, Any] = {name: getattr(args, name) for name in POLICY_FLAGS if hasattr(args, name)}
-    if hasattr(args, "expedited"):
-        changes["expedited"] = None if args.expedited else False
-    return replace(policy, **changes)
 
 
 def _expires_at(seconds: float | None) -> float | None:
@@ -197,8 +56,15 @@ async def _project_or_exit(db: Database, name: str) -> str:
     return project
 
 
+def _key_state(row: AnyRow) -> str:
+    """`revoked`, `expired` (its `--expires-in` has passed: every call answers 401) or `active`."""
+    if row.revoked_at:
+        return "revoked"
+    return "expired" if row.expires_at is not None and row.expires_at <= time.time() else "active"
+
+
 def _print_key(row: AnyRow, as_json: bool) -> None:
-    state = "revoked" if row.revoked_at else "active"
+    state = _key_state(row)
     scopes = parse_scopes(row.scopes)
     policy = Policy.from_json(row.policy)
     if as_json:
@@ -232,7 +98,7 @@ def cmd_keys(args: argparse.Namespace) -> None:
             project,
             args.name,
             args.budget,
-            policy=_apply(Policy(), args),
+            policy=access_flags.apply_policy_flags(Policy(), args),
             scopes=getattr(args, "scopes", ALL_SCOPES),
             expires_at=_expires_at(getattr(args, "expires_in", None)),
         )
@@ -275,7 +141,7 @@ def cmd_keys(args: argparse.Namespace) -> None:
             row = await projects.key_access(conn, args.key_id)
             if row is None:
                 raise CommandError(ExitCode.NOT_FOUND, f"no key {args.key_id}")
-            policy = _apply(Policy.from_json(row.policy), args)
+            policy = access_flags.apply_policy_flags(Policy.from_json(row.policy), args)
             scopes = getattr(args, "scopes", parse_scopes(row.scopes))
             expires_at = _expires_at(args.expires_in) if hasattr(args, "expires_in") else row.expires_at
             await projects.set_key_access(
@@ -321,7 +187,9 @@ def cmd_projects(args: argparse.Namespace) -> None:
 
     async def set_policy_of(db: Database, project: str) -> Policy:
         async with db.write() as conn:
-            policy = _apply(Policy.from_json(await projects.project_policy(conn, project)), args)
+            policy = access_flags.apply_policy_flags(
+                Policy.from_json(await projects.project_policy(conn, project)), args
+            )
             await projects.set_project_policy(conn, project, policy.to_json())
         return policy
 
@@ -350,21 +218,21 @@ def add_commands(sub: Any) -> None:
     create = keys_sub.add_parser("create", help="create a key; prints the secret")
     create.add_argument("--project", help="project name, created if new (default: the default project)")
     create.add_argument("--name", default="cli")
-    create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
+    create.add_argument("--budget", type=access_flags.budget, default=None, help="spend cap in USD")
     key_access = keys_sub.add_parser("set-policy", help="change a key's policy, scopes or expiry")
     key_access.add_argument("key_id")
     for parser in (create, key_access):
-        _policy_arguments(parser, project=False)
+        access_flags.policy_arguments(parser, project=False)
         parser.add_argument(
             "--scopes",
-            type=_scopes,
+            type=access_flags.scopes,
             default=argparse.SUPPRESS,
             help=f"comma-separated: {', '.join(Scope)}; or all",
         )
         parser.add_argument(
             "--expires-in",
             dest="expires_in",
-            type=_expires_in,
+            type=access_flags.expires_in,
             default=argparse.SUPPRESS,
             help="e.g. 12h, 7d, never",
         )
@@ -378,23 +246,23 @@ def add_commands(sub: Any) -> None:
     )
     key_budget = keys_sub.add_parser("set-budget", help="set a key's spend cap ('none' removes it)")
     key_budget.add_argument("key_id")
-    key_budget.add_argument("budget", type=_budget, help="USD, or none")
+    key_budget.add_argument("budget", type=access_flags.budget, help="USD, or none")
     keys.set_defaults(func=cmd_keys)
 
     projects_parser = sub.add_parser("projects", help="manage projects (direct database access)")
     projects_sub = projects_parser.add_subparsers(dest="projects_command", required=True)
     project_create = projects_sub.add_parser("create", help="create a project (if new); prints its id")
     project_create.add_argument("name")
-    project_create.add_argument("--budget", type=_budget, default=None, help="spend cap in USD")
+    project_create.add_argument("--budget", type=access_flags.budget, default=None, help="spend cap in USD")
     projects_sub.add_parser("list", help="list projects")
     project_budget = projects_sub.add_parser(
         "set-budget", help="set a project's spend cap ('none' removes it)"
     )
     project_budget.add_argument("project", help="project name or id")
-    project_budget.add_argument("budget", type=_budget, help="USD, or none")
+    project_budget.add_argument("budget", type=access_flags.budget, help="USD, or none")
     project_policy = projects_sub.add_parser("set-policy", help="change a project's policy")
     project_policy.add_argument("project", help="project name or id")
     for parser in (project_create, project_policy):
-        _policy_arguments(parser, project=True)
+        access_flags.policy_arguments(parser, project=True)
     add_guardrail_parser(projects_sub)
     projects_parser.set_defaults(func=cmd_projects)

@@ -6,7 +6,9 @@ budget is used up gets 402 on create, and nothing is stored.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 import uuid
 
 import openai
@@ -63,6 +65,18 @@ def test_a_revoked_key_is_refused_once_revoke_returns(shared_stack: RunningStack
     with pytest.raises(openai.AuthenticationError):
         client.files.create(file=("x.jsonl", b"{}\n"), purpose="batch")
     assert "\trevoked\t" in cli(shared_stack, "keys", "list", "--project", project).stdout
+
+
+def test_a_key_past_its_expiry_lists_as_expired(shared_stack: RunningStack) -> None:
+    project = f"expired-{uuid.uuid4().hex[:6]}"
+    key_id = new_key(shared_stack, project, "--expires-in", "1s")
+    time.sleep(1.2)
+    with pytest.raises(openai.AuthenticationError):
+        shared_stack.client(project).batches.list()
+    listing = cli(shared_stack, "keys", "list", "--project", project).stdout
+    assert f"{key_id}\t" in listing and "\texpired\t" in listing and "\tactive\t" not in listing
+    listed = json.loads(cli(shared_stack, "keys", "list", "--project", project, "--json").stdout)
+    assert listed["state"] == "expired"
 
 
 def spend(stack: RunningStack, project: str, key_id: str, input_file: str) -> float:
