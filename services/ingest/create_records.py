@@ -319,7 +319,7 @@ class RecordScreen:
             yield line_number, await self.check(raw)
 
     async def check(self, raw: bytes) -> Accepted | Rejected:
-        checked = needs_features(self._checked(raw), self.policy)
+        checked = needs_features(self._checked(raw), raw, self.policy)
         outcome = await self.tool_urls.admit(checked)
         if self.guard is not None and isinstance(outcome, Accepted):
             outcome = await self.guard.screen(outcome)

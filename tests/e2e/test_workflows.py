@@ -227,13 +227,20 @@ def test_each_step_and_each_request_is_a_span(world: dict[str, Any]) -> None:
     assert SECRET.split()[-1] not in world["stack"].logs()
 
 
-@pytest.mark.parametrize("bounds", [{}, {"max_steps": -1}], ids=["valid", "invalid"])
+@pytest.mark.parametrize(
+    ("bounds", "model"),
+    [({}, "gpt-4o-mini"), ({"max_steps": -1}, "gpt-4o-mini"), ({}, "no-such-model")],
+    ids=["valid", "invalid", "unknown-model"],
+)
 def test_a_project_without_the_workflows_feature_gets_409_and_no_batch(
-    world: dict[str, Any], bounds: dict[str, Any]
+    world: dict[str, Any], bounds: dict[str, Any], model: str
 ) -> None:
-    """An invalid workflow record was rejected alone (200): fixed, it met the 409 only then."""
+    """An invalid workflow record, or one naming an unknown model, was rejected alone (200):
+    fixed, it met the 409 only then."""
     client = world["stack"].client("other")
-    records = [record("plain", None), record("wf", {"url": world["callback"].url, **bounds})]
+    workflow_record = record("wf", {"url": world["callback"].url, **bounds})
+    workflow_record["body"]["model"] = model
+    records = [record("plain", None), workflow_record]
     with pytest.raises(openai.ConflictError) as caught:
         client.batches.create(
             input_file_id=upload(client, records).id, endpoint="/v1/chat/completions", completion_window="24h"
