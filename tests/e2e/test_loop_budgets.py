@@ -84,7 +84,7 @@ def test_tool_and_workflow_records_hold_their_max_tokens(shared_stack: RunningSt
 
 def test_no_tool_round_starts_a_model_turn_that_could_pass_max_tokens(shared_stack: RunningStack) -> None:
     """Room for the first turn and no more: each record runs one turn and its tool round, then
-    ends `tool_limit_exceeded` without the second turn; unbilled, as a failed loop is."""
+    ends `tool_limit_exceeded` without the second turn, billed for the first, as a workflow is."""
     client = project_with(shared_stack)
     with HttpToolServer() as tools:
         need = request_tokens(first_call(tool_record("t0", tools.url)), HOLD_MAX_TOKENS)
@@ -101,6 +101,7 @@ def test_no_tool_round_starts_a_model_turn_that_could_pass_max_tokens(shared_sta
         parsed = json.loads(line)
         assert parsed["error"]["code"] == "tool_limit_exceeded", parsed
         assert "Model turn 2 could bring the record to" in parsed["error"]["message"]
+    assert done.usage is not None and done.usage.total_tokens == 3 * 13  # each record's one turn
 
 
 def test_no_workflow_step_starts_that_could_pass_max_tokens(shared_stack: RunningStack) -> None:

@@ -145,7 +145,7 @@ async def test_exhausting_max_rounds_keeps_the_last_answer_asking_for_tools(
         ("missing", {}, "Tool round 1 failed: the tool server's answer has no result for tool call"),
     ],
 )
-async def test_a_failing_http_tool_server_fails_the_record_unbilled(
+async def test_a_failing_http_tool_server_fails_the_record_billed_for_its_turns(
     simulator: str, servers: dict[str, Any], mode: str, config: dict[str, Any], reason: str
 ) -> None:
     http = servers["http"]
@@ -157,9 +157,10 @@ async def test_a_failing_http_tool_server_fails_the_record_unbilled(
     assert outcome.error_code == "tool_execution_failed"
     assert outcome.error_message.startswith(reason.format(port=http.port))
     assert SECRET not in outcome.error_message
-    assert (
-        outcome.usage.prompt_tokens == 0 and outcome.usage.completion_tokens == 0 and not outcome.status_code
-    )
+    assert not outcome.status_code  # the error line holds no answer; the turns the provider billed are billed
+    turns = int(reason.split()[2])  # "Tool round N failed": N model turns ran before it
+    assert (outcome.usage.prompt_tokens, outcome.usage.completion_tokens) == (10 * turns, 3 * turns)
+    assert outcome.model == "gpt-4o-mini"
 
 
 async def test_records_without_tool_config_run_as_before_even_with_tools(simulator: str) -> None:

@@ -10,7 +10,8 @@ batch stops (cancel), with its last answer: a stop is heard between rounds. Its 
 sum of every turn's, and its body says how many rounds ran (`batchgate.tool_rounds`).
 
 A failed turn or tool round ends the record as failed (`tool_execution_failed` for a tool
-round, saying which round and why) with no usage: earlier turns are not billed. No turn starts
+round, saying which round and why) with the usage of the turns that succeeded before it: the
+provider billed them, so the record is billed for them, as a workflow is. No turn starts
 that could take the record past its `max_tokens` (the tokens used so far, plus the turn's
 estimated input and all the output it may produce, as its budget hold counts them): the record
 ends `tool_limit_exceeded` instead, so a batch of tool records never spends beyond its hold. A crash or a
@@ -119,16 +120,24 @@ def _finished(progress: _Progress, answer: dict[str, Any]) -> recorder_pb2.Outco
 def _failed(
     item: scheduler_pb2.LeasedItem, progress: _Progress, message: str, code: str = FAILURE_CODE
 ) -> recorder_pb2.Outcome:
-    last = progress.last
-    return recorder_pb2.Outcome(
+    outcome = recorder_pb2.Outcome(
         ref=item.ref,
         state=recorder_pb2.OUTCOME_STATE_FAILED,
         error_code=code,
         error_message=message[:500],
-        model=last.model if last is not None else item.model,
-        provider=last.provider if last is not None else "",
-        attempts=progress.calls,
+        model=item.model,
     )
+    return _billed(outcome, progress)
+
+
+def _billed(failed: recorder_pb2.Outcome, progress: _Progress) -> recorder_pb2.Outcome:
+    """`failed` (the record's end) with every call made and the usage of the turns that
+    succeeded, priced as the last of them (its model and provider)."""
+    failed.attempts = progress.calls
+    if progress.last is not None and progress.usage is not None:
+        failed.usage.CopyFrom(progress.usage)
+        failed.model, failed.provider = progress.last.model, progress.last.provider
+    return failed
 
 
 def _with_body(item: scheduler_pb2.LeasedItem, body: dict[str, Any]) -> scheduler_pb2.LeasedItem:
@@ -233,8 +242,7 @@ class _Run:
                     return _finished(progress, orjson.loads(progress.last.response_body))
             progress.add(outcome)
             if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
-                outcome.attempts = progress.calls
-                return outcome
+                return _billed(outcome, progress)
             answer = orjson.loads(outcome.response_body)
             number = progress.rounds + 1
             try:
