@@ -3,7 +3,8 @@
 
 Two periods per project (its policy, else the settings), counted from when a batch ended:
 - after `retention_days` (default 30; 0 keeps everything) the batch's data goes: its input file
-  (unless another batch that still holds its data reads it), output, error and rejection files
+  (unless another batch that still holds its data, or a recurring template, reads it), output,
+  error and rejection files
   with their blobs, its items (requests and results) and its webhook deliveries. Its row stays
   as bookkeeping (who, which batch, counts, cost) with `purged_at` set, and its usage events
   stay, so `GET /v1/usage` totals do not change; the batch and its files answer 404.
@@ -31,6 +32,7 @@ from batchgate.services.common.db import (
     files,
     items,
     projects,
+    templates,
     usage,
     webhooks,
 )
@@ -100,8 +102,10 @@ class Retention:
         for batch in ended:
             async with self._db.write() as conn:
                 doomed = list(await files.of_batch(conn, batch.id))
-                if not await batch_retention.input_still_read(conn, batch.input_file_id, batch.id):
-                    doomed += [f for f in [await files.get_or_none(conn, batch.input_file_id)] if f]
+                input_id = batch.input_file_id  # kept while another batch or a template reads it
+                read = await batch_retention.input_still_read(conn, input_id, batch.id)
+                if not read and not await templates.reads_file(conn, input_id):
+                    doomed += [f for f in [await files.get_or_none(conn, input_id)] if f]
                 for file in doomed:
                     await files.delete_file(conn, file.id)
                     await blobs.delete_blob(conn, file.blob_id)

@@ -1,7 +1,8 @@
 """Retention through the real stack (README "What is stored and for how long"), with the
 scheduler's retention clock moved two days ahead (`BATCHGATE_RETENTION_CLOCK_OFFSET_S`): a
 project keeping data one day sees its ended batches purged (files, items, results, webhook
-deliveries gone and answering 404; bookkeeping and usage totals kept); one keeping bookkeeping
+deliveries gone and answering 404, but an input file a recurring template reads; bookkeeping
+and usage totals kept); one keeping bookkeeping
 for a day and a half loses that too; the default 30 days keeps everything."""
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ def _template_run_by(stack: RunningStack, project: str, batch_id: str) -> str:
     return template
 
 
+def template_of(stack: RunningStack, project: str, template: str) -> dict[str, Any]:
+    answer = httpx.get(
+        f"{stack.base_url}/batch_templates/{template}",
+        headers={"Authorization": f"Bearer {stack.keys[project]}"},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
 def test_ended_batches_are_purged_after_their_projects_retention(stack: RunningStack) -> None:
     short = start(stack, "short", "--retention-days", "1")
     template = _template_run_by(stack, "short", short)
@@ -112,30 +123,29 @@ def test_ended_batches_are_purged_after_their_projects_retention(stack: RunningS
     with pytest.raises(openai.NotFoundError):
         client.batches.retrieve(short)
     assert client.batches.list().data == []
-    for file_id in (row.input_file_id, row.output_file_id, row.error_file_id, row.rejected_file_id):
+    for file_id in (row.output_file_id, row.error_file_id, row.rejected_file_id):
         assert file_id
         with pytest.raises(openai.NotFoundError):
             client.files.retrieve(file_id)
     file_rows = db_rows(
         stack.database_url,
-        "SELECT count(*) FROM files WHERE id IN (:a, :b, :c, :d)",
-        a=row.input_file_id,
+        "SELECT count(*) FROM files WHERE id IN (:b, :c, :d)",
         b=row.output_file_id,
         c=row.error_file_id,
         d=row.rejected_file_id,
     )
     assert file_rows[0][0] == 0
+    # The template's later runs read the input file: it stays (it had been purged with the run,
+    # and the template then paused `input_file_deleted`).
+    assert client.files.content(row.input_file_id).content
+    assert template_of(stack, "short", template)["status"] == "scheduled"
     results = httpx.get(
         f"{stack.base_url}/batches/{short}/results",
         headers={"Authorization": f"Bearer {stack.keys['short']}"},
         timeout=30,
     )
     assert results.status_code == 404
-    shown = httpx.get(
-        f"{stack.base_url}/batch_templates/{template}",
-        headers={"Authorization": f"Bearer {stack.keys['short']}"},
-        timeout=30,
-    ).json()
+    shown = template_of(stack, "short", template)
     assert shown["recent_runs"] == []  # it showed the purged run, its file ids answering 404
 
     # Past its bookkeeping period the batch is forgotten altogether.

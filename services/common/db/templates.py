@@ -1,8 +1,9 @@
 """Every statement on `batch_templates`, the recurring batch templates (owned by ingest).
 
 Ingest creates, reads, pauses, resumes, reschedules and deletes templates, and spawns their
-runs; the scheduler only reads which templates are due (`due_templates`). Each function's
-docstring names the service that may call it.
+runs; the scheduler only reads which templates are due (`due_templates`) and, for retention,
+which files a template reads (`reads_file`). Each function's docstring names the service that
+may call it.
 
 Claiming a due time: `claim_due_time` moves `next_run_at` on only if it still holds the due
 time the caller served. It runs in the transaction that publishes the run (or records why
@@ -137,6 +138,13 @@ def expired_input(file_id: str) -> str:
     """The message of a template paused because its input file expired (at a due run, or as
     the file is swept)."""
     return f"The input file {file_id} has expired."
+
+
+async def reads_file(conn: AsyncConnection, file_id: str) -> bool:
+    """Scheduler (retention): whether a template, scheduled or paused, reads `file_id` as its
+    input: purging a run must not take the file its later runs read."""
+    query = select(batch_templates.c.id).where(batch_templates.c.input_file_id == file_id)
+    return (await conn.execute(query.limit(1))).first() is not None
 
 
 async def pause_reading(conn: AsyncConnection, file_id: str, reason: PauseReason, message: str) -> None:
