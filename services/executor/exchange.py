@@ -10,12 +10,16 @@ the same call would answer as much again. The bound follows the gRPC message lim
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Mapping
 
 import aiohttp
 
 from batchgate.services.executor.outcomes import TransportFailure
 from batchgate.services.executor.upstream import UpstreamRequest
+
+log = logging.getLogger(__name__)
 
 Exchanged = tuple[int, Mapping[str, str], bytes] | TransportFailure
 """(status, headers, body) of the answer, or why there is none."""
@@ -43,7 +47,19 @@ async def post(
     except TimeoutError:
         return TransportFailure("request_timeout", f"The upstream did not answer within {timeout_s:g} s.")
     except aiohttp.ClientError as exc:
-        return TransportFailure("connection_error", f"Could not reach the upstream: {exc!r}"[:500])
+        return unreachable(exc)
+
+
+def unreachable(exc: aiohttp.ClientError) -> TransportFailure:
+    """Why the exchange failed, as the caller's error line says it: the system's words for a
+    failed connection (`Connection refused`), else the kind of failure, but never the
+    upstream's address, which is the operator's (the exception's text and repr name it); a
+    debug log line has all of it (each failed attempt: at info they would flood an outage)."""
+    log.debug("upstream exchange failed: %s", exc)
+    os_error = getattr(exc, "os_error", None)
+    errno = os_error.errno if isinstance(os_error, OSError) else None
+    why = os.strerror(errno) if errno else type(exc).__name__
+    return TransportFailure("connection_error", f"Could not reach the upstream: {why}.")
 
 
 def too_large(size: int, max_answer: int) -> TransportFailure:

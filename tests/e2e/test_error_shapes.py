@@ -127,7 +127,10 @@ def test_an_unreachable_upstream_gives_connection_errors(stack: RunningStack) ->
     assert [x["custom_id"] for x in lines] == ["shape-down-0", "shape-down-1"]
     for line in lines:
         assert line["response"] is None
-        assert BatchError.model_validate(line["error"]).code == "connection_error"
+        error = BatchError.model_validate(line["error"])
+        assert error.code == "connection_error"
+        # The system's reason, not the exception's repr with the operator's upstream address.
+        assert error.message == "Could not reach the upstream: Connection refused."
 
 
 def _expire_now(stack: RunningStack, client: Any, batch_id: str) -> None:
