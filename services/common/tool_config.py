@@ -13,13 +13,16 @@ of every tool request), `context` (any JSON), `max_rounds` (default 8, at most 1
 and cap are the settings `workflow_max_tokens` and `workflow_max_tokens_cap`; the record's
 budget hold, and no turn starts that could pass it), `timeout_ms` (default 30,000, at most the
 request time limit). Omitted or 0 → the default; above a cap → the cap; negative, a wrong type
-or a bad URL → refused.
+(`false` included), a bad URL or one holding credentials, or an `authorization` with a control
+character → refused.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from batchgate.services.common.config import Settings
 from batchgate.services.common.webhook_urls import RefusedUrl, split_url
@@ -32,6 +35,8 @@ DEFAULT_MAX_ROUNDS = 8
 MAX_ROUNDS_CAP = 16
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_AUTHORIZATION_CHARS = 8192
+_HEADER_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""What a header value must not hold (a tab may): aiohttp refuses to send it, at run time."""
 FIELDS = frozenset({"type", "url", "authorization", "context", "max_rounds", "max_tokens", "timeout_ms"})
 
 
@@ -96,10 +101,10 @@ def bounded_int(
     value = config.get(name)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if value is None or value == 0:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | None):  # `false` is 0 to Python
         raise error(f"'{section}.{name}' must be an integer.")
+    if not value:
+        return default
     if value < 0:
         raise error(f"'{section}.{name}' must not be negative.")
     return min(value, cap)
@@ -130,8 +135,8 @@ def checked_authorization(
     authorization = optional_string(
         config, "authorization", MAX_AUTHORIZATION_CHARS, section=section, error=error
     )
-    if authorization is not None and any(c in authorization for c in "\r\n\0"):
-        raise error(f"'{section}.authorization' must not contain line breaks or NUL.")
+    if authorization is not None and _HEADER_CONTROL.search(authorization):
+        raise error(f"'{section}.authorization' must not contain control characters (such as a line break).")
     return authorization
 
 
@@ -146,6 +151,8 @@ def checked_url(
         split_url(url)
     except RefusedUrl as exc:
         raise error(f"'{section}.url' is not usable: {exc}") from None
+    if urlsplit(url).username is not None:
+        raise error(f"'{section}.url' must not hold credentials (user@): send them as 'authorization'.")
     return url
 
 
@@ -157,8 +164,8 @@ def parse_tool_config(value: Any, settings: Settings) -> ToolConfig:
     if unknown:
         raise InvalidToolConfig(f"'tool_config' has unknown field(s) {', '.join(unknown)}.")
     timeout_cap_ms = int(settings.request_timeout_s * 1000)
-    kind = value.get("type") or DEFAULT_TYPE
-    if kind not in TOOL_TYPES:
+    kind = DEFAULT_TYPE if value.get("type") is None else value["type"]
+    if not isinstance(kind, str) or kind not in TOOL_TYPES:
         raise InvalidToolConfig(f"'tool_config.type' must be one of {', '.join(TOOL_TYPES)}.")
     return ToolConfig(
         type=kind,

@@ -117,6 +117,8 @@ class ToolTransport:
             raise ToolFailure(f"{where} did not answer within {timeout_s:g} s") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ToolFailure(f"could not reach {where} ({type(exc).__name__})") from None
+        except ValueError:  # aiohttp refuses the request itself (a header it cannot send)
+            raise ToolFailure(f"the request to {where} could not be sent as given") from None
 
 
 async def _body(response: aiohttp.ClientResponse, where: str) -> bytes:

@@ -71,7 +71,8 @@ def test_omitted_fields_take_the_defaults_and_large_ones_the_caps() -> None:
         ({"url": "ftp://x.example/"}, "'workflow.url' is not usable"),
         ({"url": URL, "max_requests": -1}, "'workflow.max_requests' must not be negative."),
         ({"url": URL, "max_tokens": "many"}, "'workflow.max_tokens' must be an integer."),
-        ({"url": URL, "authorization": "a\nb"}, "'workflow.authorization' must not contain line breaks"),
+        ({"url": URL, "authorization": "a\nb"}, "'workflow.authorization' must not contain control"),
+        ({"url": "https://u@flows.example/"}, "'workflow.url' must not hold credentials"),
         ({"url": URL, "steps": 3}, "'workflow' has unknown field(s) steps."),
     ],
 )
