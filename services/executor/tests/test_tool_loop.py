@@ -201,6 +201,43 @@ async def test_a_cancel_during_a_tool_round_ends_the_record_with_its_last_answer
     assert len(for_record(http.requests(), "rec-cancelled")) == 1
 
 
+async def test_a_cancel_while_a_turn_waits_to_retry_ends_the_record_with_its_last_answer(
+    simulator: str, servers: dict[str, Any]
+) -> None:
+    """Each turn's first call answers 503 with Retry-After 3 s; the cancel comes while the
+    second turn waits. Its last answer, as a cancel between rounds gives: it had ended failed,
+    the 503 its error line and the turn before it lost."""
+    http = servers["http"]
+    control = Control()
+    item = leased("retrying", {"url": http.url}, rounds=2, status=503, times=1, retry_after=3)
+    running = asyncio.create_task(run(settings_for(simulator), item, control))
+    for _ in range(500):  # until the tool round is under way (10 s at most)
+        if for_record(http.requests(), "rec-retrying"):
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(1)  # the second turn's first call answered 503: it waits to retry
+    control.halt()
+    outcome = await running
+    body = answer(outcome)
+    assert body["choices"][0]["finish_reason"] == "tool_calls" and body["batchgate"] == {"tool_rounds": 1}
+    assert outcome.attempts == 3  # the first turn's two calls, the second turn's one
+
+
+async def test_a_turn_is_not_started_past_max_tokens_by_what_the_provider_counted(
+    simulator: str, servers: dict[str, Any]
+) -> None:
+    """The first turn's prompt holds what the estimate reads as a few tokens and the provider
+    bills as 3,300 (images, say): the second turn, estimated from the provider's count, would
+    pass max_tokens and is not started. It had run, taking the record to 6,650 tokens."""
+    usage = {"prompt_tokens": 3300, "completion_tokens": 25}
+    item = leased("counted", {"url": servers["http"].url, "max_tokens": 4000}, rounds=2, usage=usage)
+    item.body = orjson.dumps({**orjson.loads(item.body), "max_tokens": 100})  # each turn's output
+    outcome = await run(settings_for(simulator), item)
+    assert (outcome.state, outcome.error_code) == (recorder_pb2.OUTCOME_STATE_FAILED, "tool_limit_exceeded")
+    assert outcome.error_message.startswith("Model turn 2 could bring the record to")
+    assert (outcome.usage.prompt_tokens, outcome.usage.completion_tokens, outcome.attempts) == (3300, 25, 1)
+
+
 async def test_mcp_stateful_session_over_sse(simulator: str, servers: dict[str, Any]) -> None:
     mcp = servers["stateful"]
     config = {"type": "mcp", "url": mcp.url, "context": {"tenant": "t1"}}

@@ -6,17 +6,19 @@ with the conversation so far, `batchgate.tool_config` stripped. A turn that ends
 its results go back as the assistant message and one `role: "tool"` message per call, and the
 model is called again. The record ends with the first answer that asks for no tool, or with
 the answer after the last allowed round (still `finish_reason: "tool_calls"`), or, once its
-batch stops (cancel), with its last answer: a stop is heard between rounds. Its `usage` is the
-sum of every turn's, and its body says how many rounds ran (`batchgate.tool_rounds`).
+batch stops (cancel), with its last answer: a stop is heard between rounds, and by a turn
+waiting to retry. Its `usage` is the sum of every turn's, and its body says how many rounds ran
+(`batchgate.tool_rounds`).
 
 A failed turn or tool round ends the record as failed (`tool_execution_failed` for a tool
 round, saying which round and why) with the usage of the turns that succeeded before it: the
 provider billed them, so the record is billed for them, as a workflow is. No turn starts
 that could take the record past its `max_tokens` (the tokens used so far, plus the turn's
-estimated input and all the output it may produce, as its budget hold counts them): the record
-ends `tool_limit_exceeded` instead, so a batch of tool records never spends beyond its hold. A crash or a
-retry of the record runs the loop again from the start; tool servers see the same
-Idempotency-Key for the same round and call (`calls.idempotency_key`).
+estimated input and all the output it may produce, as its budget hold counts them; from the
+second turn on, the input is at least what the provider counted for the last turn's prompt and
+answer): the record ends `tool_limit_exceeded` instead. A crash or a retry of the record runs
+the loop again from the start; tool servers see the same Idempotency-Key for the same round and
+call (`calls.idempotency_key`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ from opentelemetry import trace
 from batchgate.internal.v1 import recorder_pb2, scheduler_pb2
 from batchgate.services.common.config import Settings
 from batchgate.services.common.faults import crash_point
-from batchgate.services.common.record_texts import request_tokens
+from batchgate.services.common.record_texts import estimate_input_tokens
 from batchgate.services.common.states import ItemErrorCode
-from batchgate.services.common.token_usage import add_usage, total_tokens, usage_json
+from batchgate.services.common.token_usage import add_usage, output_allowance, total_tokens, usage_json
 from batchgate.services.common.tool_config import (
     InvalidToolConfig,
     ToolConfig,
@@ -224,9 +226,10 @@ class _Run:
 
     async def run(self, request: dict[str, Any], progress: _Progress) -> recorder_pb2.Outcome:
         messages = list(request.get("messages") or [])
+        added: list[dict[str, Any]] = []
         while True:
             body = {**request, "messages": messages}
-            could_use = progress.tokens + request_tokens(body, self.output_default)
+            could_use = progress.tokens + self._turn_tokens(body, added, progress.last)
             if could_use > self.config.max_tokens:
                 why = (
                     f"Model turn {progress.rounds + 1} could bring the record to {could_use} tokens; "
@@ -242,6 +245,8 @@ class _Run:
                     return _finished(progress, orjson.loads(progress.last.response_body))
             progress.add(outcome)
             if outcome.state != recorder_pb2.OUTCOME_STATE_SUCCEEDED:
+                if self.stopped() and progress.last is not None:  # a cancel cut its retries short
+                    return _finished(progress, orjson.loads(progress.last.response_body))
                 return _billed(outcome, progress)
             answer = orjson.loads(outcome.response_body)
             number = progress.rounds + 1
@@ -255,4 +260,17 @@ class _Run:
                 return _failed(self.item, progress, f"Tool round {number} failed: {exc}.")
             progress.rounds = number
             crash_point("executor.tools.after_round")
-            messages.extend(_replies(answer, calls, contents))
+            added = _replies(answer, calls, contents)
+            messages.extend(added)
+
+    def _turn_tokens(
+        self, body: dict[str, Any], added: list[dict[str, Any]], last: recorder_pb2.Outcome | None
+    ) -> int:
+        """The most tokens the next turn may use: its estimated input, but never less than what
+        the last turn read and wrote, as the provider counted it, plus the messages added since
+        (the estimate reads images and other parts by their text alone), and all its output."""
+        input_tokens = estimate_input_tokens(body)
+        if last is not None:
+            seen = last.usage.prompt_tokens + last.usage.completion_tokens
+            input_tokens = max(input_tokens, seen + estimate_input_tokens({"messages": added}))
+        return input_tokens + output_allowance(body, self.output_default)
