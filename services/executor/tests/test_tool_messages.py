@@ -38,6 +38,14 @@ def test_only_a_tool_calls_finish_asks_for_tools() -> None:
         requested_calls(_answer("tool_calls", [{"type": "function", "function": {"name": "f"}}]))
 
 
+def test_arguments_sent_as_an_object_are_kept_as_json_text() -> None:
+    """Ollama sends the arguments object itself: it had become `{}`."""
+    as_object = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"q": "order-1"}}}
+    none_given = {"id": "c2", "type": "function", "function": {"name": "f"}}
+    read = requested_calls(_answer("tool_calls", [as_object, none_given]))
+    assert [orjson.loads(c.arguments) for c in read] == [{"q": "order-1"}, {}]
+
+
 def test_idempotency_keys_are_stable_distinct_and_plain_header_values() -> None:
     item = scheduler_pb2.LeasedItem(ref=items_pb2.ItemRef(batch_id="batch_a", index=3), custom_id="ünï\ncode")
     key = idempotency_key(item, 1, ["c1"])

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 from batchgate.internal.v1 import scheduler_pb2
 
 FAILURE_CODE = "tool_execution_failed"
@@ -50,15 +52,7 @@ def requested_calls(answer: Any) -> list[ToolCall]:
             or not isinstance(function.get("name"), str)
         ):
             raise ToolFailure(f"the model's tool call {number} has no id or function name")
-        arguments = function.get("arguments")
-        read.append(
-            ToolCall(
-                id=call["id"],
-                name=function["name"],
-                arguments=arguments if isinstance(arguments, str) else "{}",
-                raw=call,
-            )
-        )
+        read.append(ToolCall(id=call["id"], name=function["name"], arguments=_arguments(function), raw=call))
     return read
 
 
@@ -80,3 +74,12 @@ class ToolSession(Protocol):
     async def close(self) -> None:
         """Let go of what the session holds at the server (best effort)."""
         ...
+
+
+def _arguments(function: dict[str, Any]) -> str:
+    """The call's arguments as JSON text: OpenAI sends a string, some OpenAI-compatible servers
+    (Ollama) the object itself, which had reached MCP servers as `{}`; none given is `{}`."""
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        return arguments
+    return "{}" if arguments is None else orjson.dumps(arguments).decode()
