@@ -40,8 +40,10 @@ def from_python(value: Any) -> struct_pb2.Value:
     elif isinstance(value, str):
         out.string_value = value
     elif isinstance(value, dict):
+        out.struct_value.SetInParent()  # `{}` is an object, not an unset value
         out.struct_value.update(value)
     elif isinstance(value, list | tuple):
+        out.list_value.SetInParent()
         out.list_value.extend(value)
     else:
         raise TypeError(f"not JSON-compatible: {type(value).__name__}")

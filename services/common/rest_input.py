@@ -219,7 +219,9 @@ def _element(field: FieldDescriptor, value: Any, path: str) -> Any:
 
 
 def _decode_message(target: Message, field: FieldDescriptor, value: Any, path: str) -> None:
-    """One message value: free JSON for Value/Struct/ListValue, else an object of fields."""
+    """One message value: free JSON for Value/Struct/ListValue, else an object of fields. The
+    field is set even by an empty one (`{}`, `[]`): it had read as not given at all."""
+    target.SetInParent()
     name = field.message_type.full_name
     if name not in _ANY_JSON:
         if not isinstance(value, dict):
@@ -238,8 +240,9 @@ def _decode_message(target: Message, field: FieldDescriptor, value: Any, path: s
 
 
 def _is_json(content_type: str) -> bool:
+    """`application/json` or a `+json` type; a body sent with none is not JSON (README)."""
     media = content_type.split(";", 1)[0].strip().lower()
-    return media in ("", "application/json") or media.endswith("+json")
+    return media == "application/json" or media.endswith("+json")
 
 
 def decode_body(request: M, keep_json: Collection[str] = ()) -> tuple[M, dict[str, Any]]:
@@ -262,16 +265,17 @@ def decode_body(request: M, keep_json: Collection[str] = ()) -> tuple[M, dict[st
     if not body.data:
         return typed, {}
     if not _is_json(body.content_type):
+        sent = f"as '{body.content_type[:100]}'" if body.content_type else "without a Content-Type"
         raise errors.invalid(
-            f"The body must be JSON, sent with 'Content-Type: application/json'; "
-            f"this one was sent as {body.content_type!r}.",
+            f"The body must be JSON, sent with 'Content-Type: application/json'; this one was sent {sent}.",
             "invalid_content_type",
         )
     try:
         obj = orjson.loads(body.data)
     except orjson.JSONDecodeError as exc:
         raise errors.invalid(
-            f"We could not parse the JSON body of your request ({exc}). Send a JSON object.",
+            f"We could not parse the JSON body of your request ({_why_unreadable(body.data, exc)}). "
+            "Send a JSON object.",
             "invalid_json",
         ) from None
     if not isinstance(obj, dict):
@@ -287,8 +291,23 @@ def decode_body(request: M, keep_json: Collection[str] = ()) -> tuple[M, dict[st
         if fields[name].is_repeated and not isinstance(value, list):
             raise _wrong_type(name, "an array", value)
         kept[name] = value
-    _decode_object(typed, obj, "", skip={*path_params, BODY_FIELD})
+    try:
+        _decode_object(typed, obj, "", skip={*path_params, BODY_FIELD})
+    except RecursionError:  # protobuf's Struct nests in Python; orjson took up to 1,024 levels
+        raise errors.invalid("The request body is nested too deeply to read.", "invalid_json") from None
     return typed, kept
+
+
+def _why_unreadable(data: bytes, exc: orjson.JSONDecodeError) -> str:
+    """orjson's reason, but in plain words where its own misleads: bytes that are not UTF-8 read
+    as "surrogates not allowed" at column 1, wherever they are."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return "it starts with a UTF-8 byte order mark; send the JSON without one"
+    try:
+        data.decode()
+    except UnicodeDecodeError as bad:
+        return f"it is not valid UTF-8 at byte {bad.start}"
+    return str(exc)
 
 
 def gzip_coded(metadata: Iterable[tuple[str, Any]]) -> bool:

@@ -132,7 +132,10 @@ REFUSED = [
     Refused("a string body", _create("x"), "invalid_type", None),
     Refused("a null body", _create(None), "invalid_type", None, "got null"),
     Refused("not JSON", _create(b"{oops"), "invalid_json", None),
-    Refused("invalid UTF-8", _create(b'{"endpoint": "\xff"}'), "invalid_json", None),
+    Refused(
+        "invalid UTF-8", _create(b'{"endpoint": "\xff"}'), "invalid_json", None, "not valid UTF-8 at byte 14"
+    ),
+    Refused("a byte order mark", _create(b"\xef\xbb\xbf{}"), "invalid_json", None, "byte order mark"),
     Refused("NaN", _create(b'{"priority": NaN}'), "invalid_json", None),
     Refused(
         "a nesting bomb", _create(b'{"priority": ' + b"[" * 5000 + b"]" * 5000 + b"}"), "invalid_json", None
@@ -141,6 +144,20 @@ REFUSED = [
         "form-encoded", _create(b"a=b", "application/x-www-form-urlencoded"), "invalid_content_type", None
     ),
     Refused("JSON sent as text", _create({}, "text/plain"), "invalid_content_type", None),
+    Refused(
+        "JSON sent without a Content-Type",
+        _create({}, ""),
+        "invalid_content_type",
+        None,
+        "sent without a Content-Type",
+    ),
+    Refused(  # within orjson's 1,024 levels, past what protobuf's Struct walks in Python: a 500
+        "a nesting bomb orjson reads",
+        _create(b'{"priority": ' + b"[" * 1000 + b"]" * 1000 + b"}"),
+        "invalid_json",
+        None,
+        "nested too deeply",
+    ),
     Refused(
         "a huge unknown key",
         _create({"k" * 100_000: 1}),
@@ -188,6 +205,17 @@ def test_a_body_becomes_the_typed_request() -> None:
         "output_expires_after": {"anchor": "created_at", "seconds": 3600},
         "priority": "expedited",
     }
+
+
+def test_an_empty_object_or_array_is_a_value_given() -> None:
+    """`{}` and `[]` had read as not given: `"priority": {}` made a standard batch, and an empty
+    `output_expires_after` skipped its checks."""
+    for empty in ({}, []):
+        request, _ = rest_input.decode_body(_create({"priority": empty}))
+        assert request.HasField("priority")
+        assert request.priority.WhichOneof("kind") == ("struct_value" if empty == {} else "list_value")
+    request, _ = rest_input.decode_body(_create({"output_expires_after": {}}))
+    assert request.HasField("output_expires_after")
 
 
 def test_kept_fields_come_back_as_json_and_stay_out_of_the_message() -> None:

@@ -18,6 +18,7 @@ from batchgate.services.common.translate.message_batches import (
     RejectedRequest,
     RequestChecker,
     check_create,
+    echoed_custom_id,
     requests_of,
 )
 
@@ -274,3 +275,12 @@ def test_a_checker_never_raises_whatever_a_request_holds(
     )
     assert isinstance(outcome, AcceptedRequest | RejectedRequest)
     assert isinstance(outcome.custom_id, str)  # a result always carries one
+
+
+def test_a_custom_id_nested_past_what_python_walks_echoes_as_empty() -> None:
+    """orjson reads 1,024 levels; writing such a custom_id back raised RecursionError: a 500."""
+    deep: Any = []
+    for _ in range(1000):
+        deep = [deep]
+    assert echoed_custom_id(deep) == ""
+    assert echoed_custom_id([[1]]) == "[[1]]"

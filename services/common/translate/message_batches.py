@@ -128,7 +128,10 @@ def echoed_custom_id(custom_id: Any) -> str:
         return ""
     if isinstance(custom_id, str):
         return custom_id
-    return json.dumps(custom_id, ensure_ascii=False, separators=(",", ":"), default=repr)
+    try:
+        return json.dumps(custom_id, ensure_ascii=False, separators=(",", ":"), default=repr)
+    except RecursionError:  # nested past what Python walks (orjson read up to 1,024 levels)
+        return ""
 
 
 @dataclass(kw_only=True)
