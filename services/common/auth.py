@@ -137,7 +137,8 @@ class KeyVerifier:
     async def verify(self, secret: str | None) -> Principal:
         if not secret:
             raise errors.unauthenticated(
-                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
+                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' "
+                "(or as 'x-api-key: <key>', as the Anthropic SDK does)."
             )
         digest = hash_key(secret)
         now = time.monotonic()

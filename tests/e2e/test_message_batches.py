@@ -191,6 +191,7 @@ def test_every_error_is_in_anthropics_envelope(shared_stack: RunningStack) -> No
     assert bad_key.value.body["error"]["type"] == "authentication_error"
     no_key = httpx.get(f"{shared_stack.base_url}/messages/batches", timeout=10)
     assert no_key.status_code == 401 and _error_type(no_key) == "authentication_error"
+    assert "x-api-key" in no_key.json()["error"]["message"]  # how the Anthropic SDK sends it
     bearer = httpx.get(
         f"{shared_stack.base_url}/messages/batches",
         headers={"authorization": f"Bearer {shared_stack.key}", "anthropic-version": "2099-01-01"},
