@@ -52,7 +52,7 @@ class HoldTally:
         if price.input_per_mtok == 0 and price.output_per_mtok == 0:
             return
         request = record.request
-        bound = _loop_tokens(request)
+        bound = loop_tokens(request)
         if bound is not None:
             gross = bound * max(price.input_per_mtok, price.output_per_mtok) / PER_MILLION
         else:
@@ -63,7 +63,7 @@ class HoldTally:
         self.usd += gross * (1.0 - self._discount)
 
 
-def _loop_tokens(request: dict[str, Any]) -> int | None:
+def loop_tokens(request: dict[str, Any]) -> int | None:
     """The `max_tokens` of an accepted record's tool_config or workflow (stored normalised:
     always there), or None for a record of one call."""
     extension = request.get(EXTENSION_KEY)

@@ -21,8 +21,10 @@ UTF-8 bytes of text.
 
 Output tokens are bounded, not predicted: each request's `max_completion_tokens`,
 `max_tokens` or `max_output_tokens`, else its provider's `default_max_tokens`; embeddings
-produce none. So `cost_min` prices the input alone and `cost_max` the input plus every
-output token allowed, both after the batch discount.
+produce none. A record that calls tools or runs a workflow makes many calls, each reading the
+last ones' output: its bound is its loop's `max_tokens` (prompt and completion over all its
+calls), priced as its budget hold prices it. So `cost_min` prices the first call's input alone
+and `cost_max` the input plus every output token allowed, both after the batch discount.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, TEXT_KEYS, structured_json
 from batchgate.services.common.token_usage import output_allowance
+from batchgate.services.ingest.budget_holds import loop_tokens
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
@@ -220,12 +223,19 @@ class Estimate:
         request = record.request
         prompt = input_tokens(count, request)
         output = 0 if self.endpoint in NO_OUTPUT_ENDPOINTS else self._output_limit(request, config)
+        loop = loop_tokens(request)
+        if loop is not None:  # a tool loop or workflow: its calls are bounded by its max_tokens alone
+            output = loop
         self.input_tokens += prompt
         self.max_output_tokens += output
         if config is not None:
             price = config.price
             self.gross_min += prompt * price.input_per_mtok / PER_MILLION
-            self.gross_max += (prompt * price.input_per_mtok + output * price.output_per_mtok) / PER_MILLION
+            if loop is not None:  # as its budget hold prices it
+                gross = loop * max(price.input_per_mtok, price.output_per_mtok)
+            else:
+                gross = prompt * price.input_per_mtok + output * price.output_per_mtok
+            self.gross_max += gross / PER_MILLION
 
     def _output_limit(self, request: dict[str, Any], config: ModelConfig | None) -> int:
         provider = self.settings.provider(config.provider) if config is not None else None

@@ -121,3 +121,23 @@ def test_the_output_bound_counts_every_answer_billed(
     request = {"model": "gpt-4o-mini", **body}
     estimate.add(Accepted("a", orjson.dumps(request), "gpt-4o-mini", request=request))
     assert estimate.max_output_tokens == allowed
+
+
+@pytest.mark.parametrize("loop", ["tool_config", "workflow"])
+def test_a_loop_record_is_bounded_by_its_max_tokens_as_its_hold_is(loop: str) -> None:
+    """A tool record's estimate counted one call: `cost_max` $0.000136 where it spent $0.0034."""
+    settings = load_settings(environ={})
+    price = settings.model("gpt-4o-mini").price  # type: ignore[union-attr]
+    estimate = Estimate(settings, "/v1/chat/completions")
+    config = {"url": "https://tools.example/", "max_tokens": 20_000}
+    request = {
+        "model": "gpt-4o-mini",
+        "max_tokens": 100,
+        "messages": [HI_MESSAGE],
+        "batchgate": {loop: config},
+    }
+    estimate.add(Accepted("a", orjson.dumps(request), "gpt-4o-mini", request=request))
+    assert estimate.max_output_tokens == 20_000
+    higher = max(price.input_per_mtok, price.output_per_mtok)
+    assert estimate.gross_max == pytest.approx(20_000 * higher / 1e6)
+    assert estimate.gross_min == pytest.approx(estimate.input_tokens * price.input_per_mtok / 1e6)
