@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
 from batchgate.internal.v1 import items_pb2, recorder_pb2, scheduler_pb2
 from batchgate.services.common.catalogue import ModelConfig, ProviderConfig, RetryPolicy
@@ -284,6 +285,43 @@ async def test_mcp_server_without_the_handshake_gets_tools_call_directly(
     )
     assert body["batchgate"] == {"tool_rounds": 1}
     assert [r.body["method"] for r in bare.requests()] == ["initialize", "tools/call"]
+
+
+async def test_an_mcp_event_stream_kept_open_after_its_answer_is_read_up_to_the_answer(
+    simulator: str,
+) -> None:
+    """The server answers tools/call at once, then keeps the stream open with keep-alive
+    comments (the spec's SHOULD close is not a MUST): the round failed "did not answer"."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        message = await request.json()
+        if message["method"] == "initialize":
+            return web.Response(status=404)  # stateless: tools/call directly
+        stream = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await stream.prepare(request)
+        result = {"content": [{"type": "text", "text": "kept open"}]}
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        await stream.write(b"data: " + orjson.dumps(answer) + b"\n\n")
+        for _ in range(100):  # 10 s of keep-alives, past the record's 2 s timeout
+            await asyncio.sleep(0.1)
+            await stream.write(b": keep-alive\n\n")
+        return stream
+
+    app = web.Application()
+    app.router.add_post("/mcp", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        config = {"type": "mcp", "url": f"http://127.0.0.1:{port}/mcp", "timeout_ms": 2000}
+        body = answer(await run(settings_for(simulator), leased("kept open", config, rounds=1, echo=True)))
+    finally:
+        await runner.cleanup()
+    assert body["batchgate"] == {"tool_rounds": 1}
+    seen = orjson.loads(body["choices"][0]["message"]["content"])
+    assert seen["messages"][-1]["content"] == "kept open"
 
 
 async def test_mcp_authorization_is_sent_and_401_on_initialize_fails_the_record(

@@ -7,8 +7,9 @@ the agreed `MCP-Protocol-Version` on every request. A server that answers `initi
 404 or 405 is taken as stateless and gets `tools/call` directly; 401/403 or any other failure
 fails the record. Each model tool call is one `tools/call` (the calls of a round run at once)
 with the function's name and its parsed arguments, plus `_context` when the record's
-`context` is set. Answers come as `application/json` or as `text/event-stream`, whose last
-JSON-RPC response counts. The text items of a result are its content; a result with
+`context` is set. Answers come as `application/json` or as `text/event-stream`, read until the
+response to the request arrives (the spec has the server close the stream then, but only as a
+SHOULD). The text items of a result are its content; a result with
 `isError: true` is still delivered to the model (the model may recover), while a JSON-RPC
 error fails the record. The session is ended with DELETE when the loop is done.
 
@@ -56,6 +57,15 @@ def _sse_messages(raw: bytes) -> list[Any]:
     return messages
 
 
+def _answers(messages: list[Any], request_id: int) -> list[dict[str, Any]]:
+    """The JSON-RPC responses to `request_id` among `messages`."""
+    return [
+        m
+        for m in messages
+        if isinstance(m, dict) and m.get("id") == request_id and ("result" in m or "error" in m)
+    ]
+
+
 def jsonrpc_response(answer: ToolAnswer, request_id: int) -> dict[str, Any]:
     """The JSON-RPC response to `request_id` in an answer; raises ToolFailure."""
     kind = answer.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -67,11 +77,7 @@ def jsonrpc_response(answer: ToolAnswer, request_id: int) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             raise ToolFailure("the MCP server's answer is not JSON") from None
         messages = parsed if isinstance(parsed, list) else [parsed]
-    responses = [
-        m
-        for m in messages
-        if isinstance(m, dict) and m.get("id") == request_id and ("result" in m or "error" in m)
-    ]
+    responses = _answers(messages, request_id)
     if not responses:
         raise ToolFailure("the MCP server's answer holds no JSON-RPC response")
     response: dict[str, Any] = responses[-1]
@@ -120,6 +126,7 @@ class McpTools:
         return headers
 
     async def _post(self, message: dict[str, Any], key: str | None = None) -> ToolAnswer:
+        request_id = message.get("id")
         return await self.transport.send(
             "POST",
             self.config.url,
@@ -127,6 +134,7 @@ class McpTools:
             headers=self._headers(key),
             timeout_s=self.config.timeout_ms / 1000,
             traced=self.traced,
+            enough=None if request_id is None else lambda raw: _answers(_sse_messages(raw), request_id) != [],
         )
 
     async def _initialize(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -30,6 +30,9 @@ from batchgate.services.executor import spans
 from batchgate.services.executor.tools.calls import ToolFailure
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
+EVENT_STREAM = "text/event-stream"
+Enough = Callable[[bytes], bool]
+"""Whether an event stream read so far holds the answer the caller waits for."""
 KEEPALIVE_S = 30.0
 
 
@@ -87,14 +90,16 @@ class ToolTransport:
         headers: dict[str, str],
         timeout_s: float,
         traced: bool,
+        enough: Enough | None = None,
     ) -> ToolAnswer:
-        """One request; raises ToolFailure when no complete answer came back."""
+        """One request; raises ToolFailure when no complete answer came back. An event stream
+        is read until `enough` says what has come holds the answer (a server may keep it open)."""
         self._check_address(url)
         if not traced:
-            return await self._exchange(method, url, body, headers, timeout_s)
+            return await self._exchange(method, url, body, headers, timeout_s, enough)
         with spans.http_call(url, headers, len(body), method) as span:
             try:
-                answer = await self._exchange(method, url, body, headers, timeout_s)
+                answer = await self._exchange(method, url, body, headers, timeout_s, enough)
             except ToolFailure:
                 spans.end_http(span, 0, None, "tool_request_failed")
                 raise
@@ -102,7 +107,13 @@ class ToolTransport:
             return answer
 
     async def _exchange(
-        self, method: str, url: str, body: bytes, headers: dict[str, str], timeout_s: float
+        self,
+        method: str,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeout_s: float,
+        enough: Enough | None,
     ) -> ToolAnswer:
         where = spans.safe_url(url)
         try:
@@ -112,13 +123,32 @@ class ToolTransport:
                     method, url, data=body, headers=headers, allow_redirects=False
                 ) as response,
             ):
-                return ToolAnswer(response.status, response.headers, await _body(response, where))
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if enough is not None and kind == EVENT_STREAM:
+                    raw = await _events(response, where, enough)
+                else:
+                    raw = await _body(response, where)
+                return ToolAnswer(response.status, response.headers, raw)
         except TimeoutError:
             raise ToolFailure(f"{where} did not answer within {timeout_s:g} s") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ToolFailure(f"could not reach {where} ({type(exc).__name__})") from None
         except ValueError:  # aiohttp refuses the request itself (a header it cannot send)
             raise ToolFailure(f"the request to {where} could not be sent as given") from None
+
+
+async def _events(response: aiohttp.ClientResponse, where: str, enough: Enough) -> bytes:
+    """An event stream up to the first event after which `enough` holds (or its end): the MCP
+    spec has a server close the stream once it has answered, but only as a SHOULD, and a
+    stream kept open (keep-alive comments) had failed the round as "did not answer"."""
+    raw = bytearray()
+    async for chunk in response.content.iter_any():
+        raw += chunk
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise ToolFailure(f"the answer of {where} is over {MAX_ANSWER_BYTES // 2**20} MiB")
+        if enough(bytes(raw)):  # streams are small: read again whole after each chunk
+            break
+    return bytes(raw)
 
 
 async def _body(response: aiohttp.ClientResponse, where: str) -> bytes:
