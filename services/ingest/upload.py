@@ -102,7 +102,15 @@ def _filename(raw: bytes | None) -> str:
 
 
 def _malformed(exc: MultipartParseError) -> errors.ApiError:
-    return errors.invalid(f"The multipart/form-data body is malformed: {exc}.", "invalid_multipart")
+    """The parser's own words ("Expected boundary character 45, got 104 at index 2") are its
+    internals: the answer says where, and what a well-formed body looks like."""
+    where = f" at byte {exc.offset}" if exc.offset >= 0 else ""
+    return errors.invalid(
+        f"The multipart/form-data body is malformed{where}: it must be parts separated by the "
+        "boundary its Content-Type names, each with short headers (Content-Disposition naming "
+        "the field), as `curl -F` or an SDK sends it.",
+        "invalid_multipart",
+    )
 
 
 def _boundary(content_type: str) -> bytes:

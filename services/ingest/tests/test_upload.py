@@ -83,3 +83,16 @@ async def test_a_closing_boundary_without_its_line_break_ends_the_body() -> None
     whole = body(b'{"a":1}\n', purpose="batch")
     upload = await receive_upload(chunks(whole.removesuffix(b"\r\n"), 16), MemoryWriter(), 10_000)  # type: ignore[arg-type]
     assert upload.size == len(b'{"a":1}\n')
+
+
+async def test_a_body_without_its_boundary_is_400_in_plain_words() -> None:
+    """The parser's own words leaked: "Expected boundary character 45, got 104 at index 2"."""
+    with pytest.raises(ApiError) as caught:
+        await receive_upload(
+            chunks(b"hello, this is not a form\r\n", 16),
+            MemoryWriter(),
+            10_000,  # type: ignore[arg-type]
+        )
+    assert (caught.value.status, caught.value.code) == (400, "invalid_multipart")
+    assert "at byte" in caught.value.message and "boundary its Content-Type names" in caught.value.message
+    assert "character 45" not in caught.value.message
