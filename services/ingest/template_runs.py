@@ -121,7 +121,10 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         except errors.ApiError as exc:
             if exc.status not in FINAL_REFUSALS:
                 raise
-            return await self._refused(row, request.due_at, next_run, exc.code or "refused", exc.message)
+            rejections = exc.extra.get("rejected_records_file_id")  # no_valid_records: the full list
+            return await self._refused(
+                row, request.due_at, next_run, exc.code or "refused", exc.message, rejections=rejections
+            )
         log.info("template %s: run %s for %.0f", row.id, result.batch.id, request.due_at)
         await scheduler_calls.submit(self._scheduler, result.batch.id)
         self._metrics.template_runs.add(1, {"outcome": RunOutcome.CREATED, "error_code": ""})
@@ -135,12 +138,15 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         code: str,
         message: str,
         pause: PauseReason | None = None,
+        rejections: str | None = None,
     ) -> templates_pb2.SpawnRunResponse:
-        """Record on the template why the run due at `due_at` was not created."""
+        """Record on the template why the run due at `due_at` was not created, with the file of
+        its rejected records when there is one (it was stored and named nowhere)."""
+        error = {"code": code, "message": message}
+        if rejections:
+            error["rejected_records_file_id"] = rejections
         async with self._db.write() as conn:
-            served = await store.claim_due_time(
-                conn, row.id, due_at, next_run, error={"code": code, "message": message}, pause=pause
-            )
+            served = await store.claim_due_time(conn, row.id, due_at, next_run, error=error, pause=pause)
         if not served:
             return templates_pb2.SpawnRunResponse(already_done=True)
         log.warning("template %s: no run for %.0f: %s (%s)", row.id, due_at, code, message)

@@ -438,6 +438,9 @@ def test_a_run_follows_its_creator_keys_policy(clocked: tuple[RunningStack, Cloc
     shown = eventually(lambda: (t := template(client, created["id"]))["last_run_at"] and t)
     assert shown["last_error"]["code"] == "no_valid_records" and shown["status"] == "scheduled"
     assert runs(client, created["id"]) == []
+    # The full list of rejections is stored, and the template names it (it was named nowhere).
+    rejected = client.files.content(shown["last_error"]["rejected_records_file_id"]).text
+    assert '"code":"model_not_allowed"' in rejected.replace(" ", "")
     act(client, created["id"], "pause")
 
 
