@@ -33,7 +33,9 @@ MAX_TIMEZONE_LENGTH = 64
 def check_expression(expression: str, param: str = "cron") -> str:
     """The expression, normalized to single spaces; 400 `invalid_cron` naming the problem."""
     fields = expression.split()
-    if len(expression) > MAX_CRON_LENGTH or len(fields) != CRON_FIELDS:
+    if len(expression) > MAX_CRON_LENGTH:
+        raise errors.invalid(f"'cron' is longer than {MAX_CRON_LENGTH} characters.", "invalid_cron", param)
+    if len(fields) != CRON_FIELDS:
         raise errors.invalid(
             f"'cron' must have {CRON_FIELDS} fields (minute hour day-of-month month day-of-week); "
             f"{expression[:80]!r} has {len(fields)}.",
@@ -70,9 +72,15 @@ def check_timezone(name: str, param: str = "cron_timezone") -> str:
 
 
 def next_time(expression: str, timezone: str, after: float) -> float:
-    """Unix seconds of the expression's first time strictly after `after`."""
+    """Unix seconds of the expression's first time strictly after `after`. cronsim steps in
+    local wall time and answers a time in the repeated autumn hour at its first occurrence,
+    even when `after` is in the second one: that time is past, and taken as next it made a
+    run every second until the hour ended. Such a time is skipped (it ran, or was missed)."""
     start = datetime.fromtimestamp(after, ZoneInfo(timezone))
-    return next(CronSim(expression, start)).timestamp()
+    for moment in CronSim(expression, start):
+        if moment.timestamp() > after:
+            return moment.timestamp()
+    raise ValueError(f"{expression!r} has no time after {after}")  # checked at create: never
 
 
 def schedule_clock(clock_file: str) -> Callable[[], float]:

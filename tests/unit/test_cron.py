@@ -36,6 +36,7 @@ def _runs(expression: str, zone: str, start: float, count: int) -> list[datetime
         ("0 0 30 2 *", "Bad day-of-month"),  # no February has a 30th
         ("0 0 31 4,6 *", "Bad day-of-month"),
         ("0 0 * * FUNDAY", "Bad day-of-week"),
+        (",".join(map(str, range(60))) + " " + ",".join(map(str, range(24))) + " * * *", "longer than 200"),
     ],
 )
 def test_a_bad_expression_is_400_naming_the_problem(expression: str, says: str) -> None:
@@ -75,6 +76,14 @@ def test_a_daily_time_in_the_repeated_autumn_hour_runs_once() -> None:
         datetime(2026, 10, 26, 1, 30),
         datetime(2026, 10, 27, 1, 30),
     ]
+
+
+@pytest.mark.parametrize("minutes", [5, 29, 31, 59])
+def test_from_inside_the_second_repeated_hour_the_next_time_is_the_next_day(minutes: int) -> None:
+    """Created, resumed or caught up at 02:mm CET on 2026-10-25 (01:mm UTC), after 02:30 CEST
+    (00:30 UTC) passed: that time was answered again and again, a run every second."""
+    after = _utc(2026, 10, 25, 1, minutes)
+    assert cron.next_time("30 2 * * *", PARIS, after) == _utc(2026, 10, 26, 1, 30)
 
 
 def test_an_hourly_expression_follows_real_time_across_the_autumn_change() -> None:
