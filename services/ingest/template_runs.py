@@ -27,6 +27,7 @@ import grpc
 
 from batchgate.internal.v1 import scheduler_pb2_grpc, templates_pb2, templates_pb2_grpc
 from batchgate.services.common import cron, errors
+from batchgate.services.common.access_policy import require_scope
 from batchgate.services.common.auth import principal_of
 from batchgate.services.common.db import AnyRow, Connection, Database, files, projects
 from batchgate.services.common.db import templates as store
@@ -39,8 +40,12 @@ from batchgate.services.ingest.template_views import stored_request
 log = logging.getLogger(__name__)
 
 # Refusals that end a due time (recorded on the template). Anything else (503: spend could
-# not be checked, a lost connection) leaves the due time to the next call.
-FINAL_REFUSALS = frozenset({400, 402, 404, 409, 413, 422})
+# not be checked, a lost connection) leaves the due time to the next call. 403 (the key lost
+# `batches:write`) and 429 (too many open batches) are the key's state at the due time, like a
+# spent budget: retried every second, they made the run late and held up other templates.
+FINAL_REFUSALS = frozenset({400, 402, 403, 404, 409, 413, 422, 429})
+CREATE_METHOD = "/batchgate.v1.BatchService/CreateBatch"
+"""The method a run stands for: its key needs that method's scope, as a create of its own does."""
 
 
 class RunOutcome(StrEnum):
@@ -115,6 +120,7 @@ class TemplateRunsServicer(templates_pb2_grpc.TemplateRunsServiceServicer):
         assert key is not None  # a missing key pauses the template above
         caller = principal_of(key)  # the run is checked against the key's policies like any create
         try:
+            require_scope(CREATE_METHOD, caller.scopes)
             result = await self._creator.create(caller, stored_request(row), [], run_of=claim)
         except _AlreadyServed:
             return templates_pb2.SpawnRunResponse(already_done=True)

@@ -444,6 +444,37 @@ def test_a_run_follows_its_creator_keys_policy(clocked: tuple[RunningStack, Cloc
     act(client, created["id"], "pause")
 
 
+@pytest.mark.parametrize("refusal", ["scope", "open_batches"])
+def test_a_run_its_key_may_not_make_now_is_refused_and_the_template_moves_on(
+    clocked: tuple[RunningStack, Clock], refusal: str
+) -> None:
+    """A key without `batches:write` (403) made runs anyway; one at its open-batch limit (429)
+    was retried every second, the due time never served, the run made late."""
+    stack, clock = clocked
+    client = new_project(stack)
+    created = schedule(client, upload(client, chat_records(1, prefix=f"refused-{refusal}")).id, "25 * * * *")
+    key_id = _creator_key(stack, created["id"])
+    if refusal == "scope":
+        policy = ("--scopes", "batches:read,files:read")
+        expected = "insufficient_scope"
+    else:
+        slow = chat_records(1, prefix="open", x_sim={"delay_ms": 60_000})
+        open_batch = client.batches.create(
+            input_file_id=upload(client, slow).id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        policy = ("--max-concurrent", "1")
+        expected = "too_many_open_batches"
+    done = run_cli("keys", "set-policy", key_id, *policy, env=stack.env)
+    assert done.returncode == 0, done.stderr
+    clock.set(created["next_run_at"])  # a run reads its key afresh from the database
+    shown = eventually(lambda: (t := template(client, created["id"]))["last_run_at"] and t)
+    assert shown["last_error"]["code"] == expected and shown["status"] == "scheduled"
+    assert shown["next_run_at"] > created["next_run_at"]  # on to its next time
+    if refusal == "open_batches":
+        client.batches.cancel(open_batch.id)
+    assert runs(client, created["id"]) == []
+
+
 def test_a_template_whose_key_expired_pauses_itself(clocked: tuple[RunningStack, Clock]) -> None:
     stack, clock = clocked
     name = f"tplexp-{uuid.uuid4().hex[:8]}"
