@@ -372,6 +372,8 @@ class Executor:
             if held.task is not None:
                 held.task.cancel()
             self._forget(held)
+        if unstarted:  # at once, so another executor starts them while the running ones finish
+            self._hand_back([h.ref for h in unstarted])
         running = [h.task for h in self._held.values() if h.task is not None and not h.task.done()]
         if running:
             log.info("waiting up to %gs for %d running items", grace_s, len(running))
@@ -381,7 +383,7 @@ class Executor:
             await asyncio.gather(*pending, return_exceptions=True)
         await self._outbox.drain(deadline)
         finished = {(o.ref.batch_id, o.ref.index) for o in self._outbox.pending}
-        unfinished = [h.ref for h in unstarted] + [
+        unfinished = [
             h.ref
             for k, h in self._held.items()
             if k not in finished and (h.task is None or h.task.cancelled())

@@ -8,6 +8,7 @@ output file")."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -85,3 +86,29 @@ def test_a_stopped_executor_finishes_short_calls_and_hands_back_long_ones(tmp_pa
     request_ids = [line["response"]["request_id"] for line in short_output + long_output]
     assert all(OWN_REQUEST_ID.fullmatch(r) for r in request_ids), request_ids[:3]
     assert len(set(request_ids)) == 2 * N
+
+
+def test_a_stopped_executor_hands_back_what_it_had_not_started_at_once(tmp_path: Path) -> None:
+    """Executor 0 runs 16 calls of 6 s and holds 4 more; on SIGTERM (grace 10 s) the 4 start on
+    executor 1 at once. They had been handed back only after the running calls ended, 6 s on."""
+    with FakeUpstream(latency_s=0.0) as upstream:
+        provider = {"base_url": upstream.base_url, "adaptive_concurrency": False, "max_concurrency": 16}
+        config = catalogue(tmp_path / "catalogue.yaml", {"fake": provider})
+        env = {"BATCHGATE_CONFIG": config, "BATCHGATE_LEASE_TTL_S": str(LEASE_TTL_S), GRACE_ENV: "10"}
+        with private_stack("sqlite", tmp_path, **env) as stack:
+            held = records("fake", "held", N, x_delay_ms=6000)
+            batch = create_batch(stack, held)
+            wait_until("16 calls running", lambda: len(upstream.calls()) == 16, timeout_s=30, every_s=0.01)
+            stack.stack.start_executor(1)  # idle: executor 0 holds the other 4
+            time.sleep(1)
+            assert len(upstream.calls()) == 16
+            stopping = time.time()
+            stopper = threading.Thread(target=_stop_executor, args=(stack,))
+            stopper.start()
+            wait_until(f"{N} calls started", lambda: len(upstream.calls()) == N, timeout_s=30, every_s=0.01)
+            late = max(c.started for c in upstream.calls()) - stopping
+            assert late < 3.0, f"the unstarted items started {late:.1f}s after the stop"
+            stopper.join(30)
+            done, _output, errors = finished_exactly_once(stack, batch.id, held, timeout_s=60)
+            assert (done.status, done.request_counts.completed, errors) == ("completed", N, [])
+            assert len(upstream.calls()) == N  # the 16 finished within the grace: none ran again
