@@ -99,10 +99,11 @@ class Stats:
     lost: int = 0
 
 
-async def wait_any(*events: asyncio.Event) -> None:
+async def wait_any(*events: asyncio.Event, timeout_s: float | None = None) -> None:
+    """Until one of `events` is set (or `timeout_s` has passed)."""
     waiters = [asyncio.create_task(e.wait()) for e in events]
     try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for waiter in waiters:
             waiter.cancel()

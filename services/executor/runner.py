@@ -185,6 +185,13 @@ class ItemRunner:
         self._tools = ToolLoop(settings)
         self._workflows = WorkflowLoop(settings, self._tools)
 
+    @property
+    def concurrency(self) -> int:
+        """Calls this executor can have in flight at once: `executor_concurrency`, or its
+        providers' `max_concurrency` together where that is lower."""
+        ceiling = sum(provider.config.max_concurrency for provider in self._providers.values())
+        return min(self._settings.executor_concurrency, ceiling or self._settings.executor_concurrency)
+
     async def close(self) -> None:
         for provider in self._providers.values():
             if provider.session is not None:

@@ -7,14 +7,14 @@
   for longer than a lease time, and its items were queued again), the unfinished items of
   that session are dropped (and handed back, in case any was leased again to it) and the
   executor carries on under a new session id.
-- **Leasing ahead.** The scheduler is long-polled ahead of need: up to `OUTSTANDING_FACTOR` times
-  the concurrency are held (waiting for a slot, running, or awaiting results' acknowledgement),
-  so a finished call is followed at once by the next. Held items that wait are ordered by
-  priority in the runner's dispatcher, not by arrival, and every lease call names the lowest
-  priority waiting here (`outrank`): work that outranks it is leased beyond the free room, all
-  of a batch's at once (up to the lease size), and as many of the lowest waiting items are
-  handed back. An expedited batch created behind a standard backlog is leased as soon as one
-  item finishes and starts at the next free slot, every item of it before more standard work.
+- **Leasing ahead.** Up to `OUTSTANDING_FACTOR` times the calls the executor can run at once
+  (`ItemRunner.concurrency`, its providers' ceilings counted: work held beyond them only waits
+  here) are held, waiting, running or awaiting acknowledgement, so a finished call is followed
+  at once by the next. Waiting items go by priority in the runner's dispatcher, and every
+  lease call names the lowest priority waiting here (`outrank`): work that outranks it is
+  leased beyond the free room, a batch's at once, and as many of the lowest waiting items are
+  handed back. Full for `OUTRANK_POLL_S` (slow calls), the executor asks for such work alone,
+  so an expedited batch behind a standard backlog starts at the next free slot.
 - **No lease is lost to a lost answer.** Each lease call has an id; one that got no answer
   (an error, a timeout, a scheduler that died after leasing) is repeated with the same id and
   gets what it leased first, so nothing sits leased to a live session that never heard of it.
@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 
 BEATS_PER_TTL = 5  # heartbeats per lease time: four may fail before the session lapses
 OUTSTANDING_FACTOR = 3  # held items (waiting, running, awaiting acknowledgement) per unit of concurrency
+OUTRANK_POLL_S = 0.1  # full this long, ask only for work that outranks what waits (a cheap call)
 
 
 @dataclass
@@ -96,7 +97,7 @@ class Executor:
 
     @property
     def capacity(self) -> int:
-        return self.settings.executor_concurrency
+        return self.runner.concurrency
 
     @property
     def in_flight(self) -> int:
@@ -142,13 +143,14 @@ class Executor:
             free = self._free()
             if free <= 0:
                 self._slot_freed.clear()
-                await wait_any(self._slot_freed, self._stopping)
-                continue
+                await wait_any(self._slot_freed, self._stopping, timeout_s=OUTRANK_POLL_S)
+                if self._slot_freed.is_set() or lowest_waiting(self._held.values()) is None:
+                    continue
             session = self.executor_id
             request = scheduler_pb2.LeaseItemsRequest(
                 executor_id=session,
-                max_items=min(free, self.settings.lease_max_items),
-                wait_ms=self.settings.lease_wait_ms,
+                max_items=max(0, min(free, self.settings.lease_max_items)),
+                wait_ms=self.settings.lease_wait_ms if free > 0 else 0,  # full: outranking work, now
                 request_id=request_id,
                 retry=unanswered,
             )

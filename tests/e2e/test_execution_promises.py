@@ -3,12 +3,12 @@ STARTS (`tests/fake_upstream.py`): expedited work starts before queued standard 
 starts for a cancelled batch after the cancel bound, and a provider that caps its concurrency
 (answering 429 beyond it) runs at its capacity.
 
-One stack per database kind serves the module; each provider is its own fake upstream:
-`slow` (0.2 s a call, 16 at once), and `capped` / `capped-ra` (50 ms a call; the upstream
-serves 16 at once and answers 429 beyond, without and with `Retry-After: 1`; the provider
-allows 64, so the executor must find the capacity itself). Executors run 24 calls at once, so
-they are full (3 × 24 held) while a standard backlog runs and an expedited batch must be
-leased beyond that.
+One stack per database kind serves the module; each provider is its own fake upstream: `slow`
+(0.2 s a call, 16 at once), `glacial` (3 s a call, 4 at once), and `capped` / `capped-ra`
+(50 ms a call; the upstream serves 16 at once and answers 429 beyond, without and with
+`Retry-After: 1`; the provider allows 64, so the executor must find the capacity itself). Executors
+run 24 calls at once, so they are full (3 × 24 held) while a standard backlog runs and an
+expedited batch must be leased beyond that.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def upstreams(db_kind: str) -> Iterator[dict[str, FakeUpstream]]:
         FakeUpstream(latency_s=0.2) as slow,
         FakeUpstream(latency_s=0.05, capacity=16) as capped,
         FakeUpstream(latency_s=0.05, capacity=16, retry_after_s=1) as capped_ra,
+        FakeUpstream(latency_s=3.0) as glacial,
     ):
-        yield {"slow": slow, "capped": capped, "capped-ra": capped_ra}
+        yield {"slow": slow, "capped": capped, "capped-ra": capped_ra, "glacial": glacial}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def stack(
     db_kind: str, upstreams: dict[str, FakeUpstream], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningStack]:
     tmp: Path = tmp_path_factory.mktemp(f"promises-{db_kind}")
-    concurrency = {"slow": 16, "capped": 64, "capped-ra": 64}
+    concurrency = {"slow": 16, "capped": 64, "capped-ra": 64, "glacial": 4}
     config = catalogue(
         tmp / "catalogue.yaml",
         {
@@ -84,6 +85,30 @@ def test_expedited_calls_start_before_the_remaining_standard_ones(
     later = [c for c in calls if c.content.startswith("std-") and c.started >= last]
     assert len(later) >= 50, "the expedited batch did not wait behind a standard backlog"
     assert first - asked < 5.0, f"the first expedited call started {first - asked:.2f}s after create"
+
+
+def test_an_expedited_batch_takes_the_first_slot_that_frees_behind_slow_calls(
+    stack: RunningStack, upstreams: dict[str, FakeUpstream]
+) -> None:
+    """The executor is full (72 held) of 3 s calls, 4 at a time: the expedited batch is leased
+    at once and its calls take the first slots that free. It was leased only once a slot had
+    freed, which a waiting standard item had taken: it waited for the next round of slots."""
+    upstream = upstreams["glacial"]
+    client = stack.client()
+    standard = create_batch(stack, records("glacial", "slow-std", 100))
+    wait_until("4 standard running", lambda: len(upstream.calls()) == 4, 30, every_s=0.01)
+    time.sleep(0.5)
+    asked = time.time()
+    expedited = create_batch(stack, records("glacial", "slow-exp", 2), priority="expedited")
+    started = lambda: any(c.content.startswith("slow-exp-") for c in upstream.calls())  # noqa: E731
+    wait_until("an expedited call started", started, 30, every_s=0.01)
+    calls = upstream.calls()
+    first_exp = min(c.started for c in calls if c.content.startswith("slow-exp-"))
+    overtaking = [c for c in calls if c.content.startswith("slow-std-") and asked < c.started < first_exp]
+    assert not overtaking, f"{len(overtaking)} standard calls started before the expedited ones"
+    client.batches.cancel(standard.id)
+    wait_for_batch(client, expedited.id, timeout_s=60)
+    wait_for_batch(client, standard.id, timeout_s=60)
 
 
 def test_no_call_starts_for_a_cancelled_batch_after_the_bound(
