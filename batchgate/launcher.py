@@ -48,6 +48,8 @@ class Child:
     """(host:port, service) of the gRPC health services it must serve before the stack is ready."""
     tcp_port: int | None = None
     """A loopback port it must accept connections on before the stack is ready."""
+    new_session: bool = False
+    """Started in a session of its own (Envoy: a terminal's Ctrl-C reaches it through `up`)."""
 
 
 def serve_argv(*services: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -74,7 +76,7 @@ class Stack:
         environ.setdefault("PYTHONUNBUFFERED", "1")
         return environ
 
-    def spawn(self, child: Child, new_session: bool = False) -> Child:
+    def spawn(self, child: Child) -> Child:
         """Start any process as part of the stack (stopped with it, in its role's order)."""
         stdout: IO[bytes] | int | None = None
         if self.log_dir is not None:
@@ -86,10 +88,18 @@ class Stack:
             env=self._environ(child),
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout else None,
-            start_new_session=new_session,
+            start_new_session=child.new_session,
         )
         self.children.append(child)
         return child
+
+    def restart(self, child: Child) -> None:
+        """Start a child that exited again, as it was started (what a supervisor does)."""
+        self.children.remove(child)
+        if child.log is not None:
+            child.log.close()
+            child.log = None
+        self.spawn(child)
 
     def start_core(self) -> None:
         health = tuple((f"127.0.0.1:{getattr(self.settings, f'{s}_port')}", s) for s in CORE_SERVICES)
@@ -129,10 +139,10 @@ class Stack:
 
     def start_envoy(self) -> None:
         config_path = Path(self.settings.data_dir) / "envoy.yaml"
-        child = Child("envoy", [], tcp_port=self.settings.port)
+        child = Child("envoy", [], tcp_port=self.settings.port, new_session=True)
         # The config is rendered here, from the environment Envoy's siblings get (OTEL_*).
         child.argv = envoy_launcher.command(self.settings, config_path, self._environ(child))
-        self.spawn(child, new_session=True)
+        self.spawn(child)
 
     def start_all(self) -> None:
         if self.settings.uses_simulator:

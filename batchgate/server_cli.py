@@ -258,15 +258,36 @@ def cmd_up(args: argparse.Namespace) -> None:
             f"Ctrl-C stops everything.\n",
             flush=True,
         )
+        restarts = Restarts()
         while not stopping:
-            dead = stack.dead_children()
-            if dead:
-                log.error("%s exited unexpectedly; stopping", ", ".join(c.name for c in dead))
-                sys.exit(1)
+            for child in [] if stopping else stack.dead_children():  # Ctrl-C reaches them too
+                code = child.process.returncode if child.process is not None else None
+                if not restarts.allow(child.name, time.monotonic()):
+                    log.error("%s exited unexpectedly (code %s), again; stopping", child.name, code)
+                    sys.exit(1)
+                log.error("%s exited unexpectedly (code %s); starting it again", child.name, code)
+                stack.restart(child)
             time.sleep(0.5)
     finally:
         log.info("stopping…")
         stack.stop()
+
+
+class Restarts:
+    """`up` starts a process that died again (its work is not lost: the stack's own recovery
+    takes over, README "A dead process costs seconds"), unless it died `MAX_RESTARTS` times
+    within `WINDOW_S`: then it cannot run (a port taken, a broken config) and the stack stops."""
+
+    MAX_RESTARTS = 5
+    WINDOW_S = 60.0
+
+    def __init__(self) -> None:
+        self._times: dict[str, list[float]] = {}
+
+    def allow(self, name: str, now: float) -> bool:
+        recent = [t for t in self._times.get(name, []) if now - t < self.WINDOW_S]
+        self._times[name] = [*recent, now]
+        return len(recent) < self.MAX_RESTARTS
 
 
 def add_commands(sub: Any) -> None:

@@ -6,6 +6,7 @@ services started without certificates."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -248,6 +249,13 @@ def _start(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str],
     return process, Output(process)
 
 
+def _child_pid(parent: int, command: str) -> int:
+    """The pid of `parent`'s child process whose command line holds `command`."""
+    found = subprocess.run(["pgrep", "-P", str(parent), "-f", command], capture_output=True, text=True)
+    (pid,) = found.stdout.split()
+    return int(pid)
+
+
 def test_batchgate_up_authenticates_internal_calls_with_no_setup_step(tmp_path: Path) -> None:
     env = stack_env(tmp_path, "")  # ports of its own; SQLite in a fresh data directory
     del env["BATCHGATE_TLS_DIR"], env["BATCHGATE_DATABASE_URL"]
@@ -272,6 +280,18 @@ def test_batchgate_up_authenticates_internal_calls_with_no_setup_step(tmp_path: 
             )
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
         assert "mutual TLS" in output.wait_for("scheduler serving on .*", timeout_s=1).group(0)
+
+        # A process that dies is started again, and the stack goes on: it had stopped them all.
+        executor = _child_pid(process.pid, "serve executor")
+        os.kill(executor, signal.SIGKILL)
+        output.wait_for("executor-0 exited unexpectedly .*starting it again", timeout_s=30)
+        again = client.batches.create(
+            input_file_id=upload(client, chat_records(3, prefix="again")).id,
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        )
+        assert wait_for_batch(client, again.id, timeout_s=60).request_counts.completed == 3
+        assert process.poll() is None and _child_pid(process.pid, "serve executor") != executor
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(60)
