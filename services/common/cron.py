@@ -28,6 +28,9 @@ DEFAULT_TIMEZONE = "UTC"
 CRON_FIELDS = 5
 MAX_CRON_LENGTH = 200
 MAX_TIMEZONE_LENGTH = 64
+HOST_ZONE_FILES = frozenset({"localtime", "posixrules", "Factory"})
+"""Files of the zone database that name no zone (`localtime` is whatever the host says: two
+replicas could schedule one template at different times)."""
 
 
 def check_expression(expression: str, param: str = "cron") -> str:
@@ -59,7 +62,7 @@ def check_timezone(name: str, param: str = "cron_timezone") -> str:
     if not name:
         return DEFAULT_TIMEZONE
     try:
-        if len(name) > MAX_TIMEZONE_LENGTH or name.startswith(("/", ".")):
+        if len(name) > MAX_TIMEZONE_LENGTH or name.startswith(("/", ".")) or name in HOST_ZONE_FILES:
             raise ValueError(name)
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):

@@ -50,7 +50,9 @@ def test_a_good_expression_is_normalized() -> None:
     assert cron.check_expression("  0   2 * * MON-FRI ") == "0 2 * * MON-FRI"
 
 
-@pytest.mark.parametrize("zone", ["Mars/Olympus", "utc+2", "../../etc/passwd", "Europe/" + "x" * 80])
+@pytest.mark.parametrize(
+    "zone", ["Mars/Olympus", "utc+2", "../../etc/passwd", "Europe/" + "x" * 80, "localtime", "Factory"]
+)
 def test_an_unknown_zone_is_400(zone: str) -> None:
     with pytest.raises(errors.ApiError) as caught:
         cron.check_timezone(zone)
