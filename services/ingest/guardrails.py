@@ -39,11 +39,16 @@ from batchgate.services.common.webhook_urls import (
 from batchgate.services.ingest.validation import Accepted, Rejected
 
 BLOCKED_CODE = "guardrail_blocked"
-EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+EMAIL = re.compile(r"[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}")  # \w: `josé@bücher.de` too
 CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]?\d{2,4}){1,4}(?!\w)")
+CARD_DIGITS = (13, 19)
 PHONE_DIGITS = (7, 15)
+UNSEPARATED_PHONE_DIGITS = 10
+"""A number written without separators, `+` or parentheses is a phone from 10 digits on: a
+count of 1234567 units is not one."""
+DATE = re.compile(r"\d{4}([-./])\d{1,2}\1\d{1,2}|\d{1,2}([-./])\d{1,2}\2\d{4}")
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,16 @@ class Filter(Protocol):
     async def __call__(self, text: str) -> str | Blocked: ...
 
 
+def _keyword(word: str) -> str:
+    """`word` as a whole word: bounded where it starts or ends with a word character only (a
+    `\b` before `#confidential` or after `c++` can never match next to a space)."""
+    before = r"(?<!\w)" if re.match(r"\w", word) else ""
+    after = r"(?!\w)" if re.search(r"\w$", word) else ""
+    return before + re.escape(word) + after
+
+
 def _keyword_filter(words: tuple[str, ...]) -> Filter:
-    pattern = re.compile(r"\b(" + "|".join(re.escape(w) for w in words) + r")\b", re.IGNORECASE)
+    pattern = re.compile("(" + "|".join(_keyword(w) for w in words) + ")", re.IGNORECASE)
 
     async def block(text: str) -> str | Blocked:
         found = pattern.search(text)
@@ -74,18 +87,38 @@ def _pattern_filter(name: str, expression: str) -> Filter:
     return block
 
 
+def _leading(text: str, valid: Callable[[str], bool], label: str) -> str:
+    """`text` with its longest valid leading part (cut where a space or dash separates groups)
+    replaced by `label`: a card number followed by its CVV or expiry, or an IBAN by a word in
+    capitals, is matched whole by its pattern and would fail the check as a whole."""
+    cuts = [len(text)] + [i for i in range(len(text) - 1, 0, -1) if text[i] in " -"]
+    for cut in cuts:
+        if valid(text[:cut]):
+            return label + text[cut:]
+    return text
+
+
+def _card_number(text: str) -> bool:
+    digits = re.sub(r"\D", "", text)
+    return CARD_DIGITS[0] <= len(digits) <= CARD_DIGITS[1] and luhn.is_valid(digits)
+
+
 def _redact_card(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group(0))
-    return "[REDACTED_CARD]" if luhn.is_valid(digits) else match.group(0)
+    return _leading(match.group(0), _card_number, "[REDACTED_CARD]")
 
 
 def _redact_iban(match: re.Match[str]) -> str:
-    return "[REDACTED_IBAN]" if iban.is_valid(match.group(0)) else match.group(0)
+    return _leading(match.group(0), iban.is_valid, "[REDACTED_IBAN]")
 
 
 def _redact_phone(match: re.Match[str]) -> str:
-    digits = len(re.sub(r"\D", "", match.group(0)))
-    return "[REDACTED_PHONE]" if PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1] else match.group(0)
+    found = match.group(0)
+    digits = len(re.sub(r"\D", "", found))
+    if not PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1] or DATE.fullmatch(found):
+        return found
+    if found.isdigit() and digits < UNSEPARATED_PHONE_DIGITS:
+        return found
+    return "[REDACTED_PHONE]"
 
 
 def redact(text: str, kinds: frozenset[PiiKind]) -> str:
@@ -116,10 +149,16 @@ def _moderation_filter(config: GuardrailConfig, session: aiohttp.ClientSession) 
 
     async def moderate(text: str) -> str | Blocked:
         try:
-            async with session.post(url, json={"input": text}, timeout=timeout) as answer:
-                answer.raise_for_status()
+            # Not followed: a redirect would lead past the address policy its URL was held to.
+            async with session.post(
+                url, json={"input": text}, timeout=timeout, allow_redirects=False
+            ) as answer:
+                if answer.status != 200:
+                    raise ValueError(f"HTTP {answer.status}")
                 verdict = orjson.loads(await answer.read())
             results = verdict["results"]
+            if not isinstance(results, list) or not results:  # no verdict is no pass
+                raise ValueError("no results")
             flagged = [r for r in results if r.get("flagged")]
         except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError, AttributeError):
             return Blocked("moderation:unavailable") if config.moderation_fail_closed else text

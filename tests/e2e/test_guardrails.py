@@ -52,9 +52,18 @@ class Moderation:
         result = {"flagged": flagged, "categories": {"violence": flagged, "hate": False}}
         return web.json_response({"id": "modr-1", "model": "fake", "results": [result]})
 
+    async def _redirect(self, _request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect("/v1/moderations")
+
+    async def _no_verdict(self, request: web.Request) -> web.Response:
+        self.seen.append((await request.json())["input"])
+        return web.json_response({"id": "modr-2", "model": "fake", "results": []})
+
     async def _start(self) -> None:
         app = web.Application()
         app.router.add_post("/v1/moderations", self._moderate)
+        app.router.add_post("/redirect", self._redirect)  # to a URL the policy might refuse
+        app.router.add_post("/no-verdict", self._no_verdict)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", self.port).start()
@@ -176,6 +185,27 @@ def test_the_moderation_hook_fails_open_or_closed(
     assert {r["message"] for r in caught.value.body["rejected_records"]} == {
         "The record was blocked by the guardrail rule 'moderation:unavailable'."
     }
+    assert not any(c.content.startswith(project) for c in upstream.calls())
+
+
+@pytest.mark.parametrize("path", ["redirect", "no-verdict"])
+def test_a_redirect_or_an_answer_with_no_verdict_is_no_pass(
+    setup: tuple[RunningStack, FakeUpstream, Moderation], path: str
+) -> None:
+    """A redirect was followed past the address policy the URL was held to, and `{"results": []}`
+    let every record through with `--moderation-fail closed`."""
+    stack, upstream, moderation = setup
+    project = f"mod-{path}"
+    cli(stack, "projects", "create", project)
+    url = f"http://127.0.0.1:{moderation.port}/{path}"
+    cli(stack, "projects", "set-guardrails", project, "--moderation-url", url, "--moderation-fail", "closed")
+    new_key(stack, project)
+    with pytest.raises(openai.BadRequestError) as caught:
+        create(stack, project, [record(f"{project}-0", f"{project} peaceful text")])
+    assert caught.value.code == "no_valid_records"
+    (rejected,) = caught.value.body["rejected_records"]  # type: ignore[index]
+    assert rejected["message"] == "The record was blocked by the guardrail rule 'moderation:unavailable'."
+    assert not any(project in text for text in moderation.seen if path == "redirect")
     assert not any(c.content.startswith(project) for c in upstream.calls())
 
 

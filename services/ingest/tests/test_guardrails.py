@@ -27,10 +27,37 @@ ALL = frozenset(PiiKind)
         ("bad check digits DE00370400440532013000", "bad check digits DE00370400440532013000"),
         ("call +44 20 7946 0958 or (555) 123-4567", "call [REDACTED_PHONE] or [REDACTED_PHONE]"),
         ("order 12345, 3 items, year 2026", "order 12345, 3 items, year 2026"),
+        # What follows a number is not swallowed by it (they were sent as they stood).
+        ("Card 4111 1111 1111 1111 123", "Card [REDACTED_CARD] 123"),
+        ("Card 4111111111111111 12/27", "Card [REDACTED_CARD] 12/27"),
+        ("FR76 3000 6000 0112 3456 7890 189 SVP", "[REDACTED_IBAN] SVP"),
+        ("IBAN DE89370400440532013000 BIC COBADEFFXXX", "IBAN [REDACTED_IBAN] BIC COBADEFFXXX"),
+        # Dates and short plain counts are not phone numbers.
+        ("Delivered on 2024-05-01.", "Delivered on 2024-05-01."),
+        ("on 01/05/2024 or 2024.5.1", "on 01/05/2024 or 2024.5.1"),
+        ("total 1234567 units", "total 1234567 units"),
+        ("call 5551234567", "call [REDACTED_PHONE]"),
+        ("mail josé@bücher.de", "mail [REDACTED_EMAIL]"),
     ],
 )
 def test_redaction(text: str, expected: str) -> None:
     assert redact(text, ALL) == expected
+
+
+def test_keywords_that_start_or_end_with_a_symbol_match_as_words() -> None:
+    """`\b#confidential\b` never matched next to a space: such keywords blocked nothing."""
+    settings = load_settings(environ={})
+    config = GuardrailConfig(block_keywords=("#confidential", "c++", "@admin", "password"))
+    for text, rule in (
+        ("this is #confidential data", "keyword:#confidential"),
+        ("I write C++ code", "keyword:c++"),
+        ("ping @admin now", "keyword:@admin"),
+        ("my password", "keyword:password"),
+    ):
+        blocked = _screen(config, {"messages": [{"role": "user", "content": text}]}, settings)
+        assert isinstance(blocked, Rejected) and f"'{rule}'" in blocked.message, text
+    kept = _screen(config, {"messages": [{"role": "user", "content": "passwords and c+"}]}, settings)
+    assert isinstance(kept, Accepted)
 
 
 def test_only_the_chosen_kinds_are_redacted() -> None:
