@@ -32,6 +32,7 @@ CONTENT_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
 }
+READ_METHODS = "GET|HEAD"  # the only methods the panel's routes take (a full-match regex)
 # URL path under /ui/ → the installed npm file it serves.
 VENDORED = {"vendor/papaparse.min.js": "node_modules/papaparse/papaparse.min.js"}
 # The panel runs only its own files and talks only to this origin; it is never framed.
@@ -76,16 +77,25 @@ def _header_list(headers: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
+def _match(path: str) -> dict[str, Any]:
+    """A route match for `path`, GET and HEAD only: the panel's files are read, and any other
+    method is the 404 `unknown_url` of a path without a route (a POST had the page)."""
+    return {
+        "path": path,
+        "headers": [{"name": ":method", "string_match": {"safe_regex": {"regex": READ_METHODS}}}],
+    }
+
+
 def _routes(files: dict[str, Path]) -> list[dict[str, Any]]:
     routes: list[dict[str, Any]] = [
-        {"match": {"path": "/"}, "redirect": {"path_redirect": PREFIX}},
-        {"match": {"path": PREFIX.rstrip("/")}, "redirect": {"path_redirect": PREFIX}},
+        {"match": _match("/"), "redirect": {"path_redirect": PREFIX}},
+        {"match": _match(PREFIX.rstrip("/")), "redirect": {"path_redirect": PREFIX}},
     ]
     urls = {PREFIX: files[INDEX], **{PREFIX + url: path for url, path in files.items()}}
     for url, path in urls.items():
         routes.append(
             {
-                "match": {"path": url},
+                "match": _match(url),
                 "direct_response": {"status": 200, "body": {"filename": str(path)}},
                 "response_headers_to_add": _header_list(SECURITY_HEADERS),
             }

@@ -8,10 +8,12 @@ target batch's metadata unchanged. The openai SDK gets the same answers for what
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 import socket
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +24,7 @@ import pytest
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2
 
-from batchgate.gateway.render import DESCRIPTOR_SET
+from batchgate.gateway.render import DESCRIPTOR_SET, max_json_body_bytes
 from tests.e2e.ingest_client import footprint
 from tests.support import RunningStack, add_project, wait_for_batch
 from tools.config_docs import README as README_PATH
@@ -610,28 +612,61 @@ def test_a_request_head_envoy_takes_is_answered(
         assert answer.json()["error"][field] == value
 
 
+def _read_head(conn: socket.socket) -> tuple[bytes, bytes]:
+    """Read an answer's head from `conn`: (the head, whatever came after it in the same reads)."""
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _head_then_get(stack: RunningStack, path: str, key: str) -> tuple[bytes, bytes, bytes]:
+    """A HEAD of `path`, then a GET of it on the same connection, as a client that trusts HEAD to
+    have no body does: (the HEAD's head, every byte that followed it, the GET's head)."""
+    request = "{} /v1{} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", stack.settings.port), timeout=10) as conn:
+        conn.sendall(request.format("HEAD", path, key).encode())
+        head, extra = _read_head(conn)
+        conn.settimeout(0.5)  # a body sent after the head is there by now (it was: all of the GET's)
+        with contextlib.suppress(TimeoutError):
+            while chunk := conn.recv(65536):
+                extra += chunk
+        conn.settimeout(10)
+        conn.sendall(request.format("GET", path, key).encode())
+        got, _ = _read_head(conn)
+    return head, extra, got
+
+
 def test_head_answers_as_get_without_a_body(shared_stack: RunningStack) -> None:
     """HEAD on a GET route was 404 `unknown_url`: no route took the method. It is the GET's
-    status and headers, without the body, for a found resource and for a missing one."""
+    status and headers, without the body, for a found resource and for a missing one. Without
+    it on the wire too: the GET's body had followed the HEAD's head (httpx's `head` reads none),
+    and the next answer on the connection was read from its middle ("illegal status line")."""
     key = shared_stack.keys["default"]
     client = shared_stack.client()
     file = client.files.create(file=("head.jsonl", LINE.encode()), purpose="batch")
     headers = {"Authorization": f"Bearer {key}"}
-    base = shared_stack.base_url
-    for path, status in (
-        ("/models", 200),
-        ("/batches?limit=1", 200),
-        (f"/files/{file.id}", 200),
-        (f"/files/{file.id}/content", 200),
-        ("/files/file-missing", 404),
-        ("/batchez", 404),
-    ):
-        got = httpx.get(base + path, headers=headers, timeout=30)
-        head = httpx.head(base + path, headers=headers, timeout=30)
-        assert (head.status_code, head.content) == (status, b""), path
-        assert got.status_code == status, path
-        for header in ("content-type", "content-length"):
-            assert head.headers.get(header) == got.headers.get(header), (path, header)
+    with httpx.Client(base_url=shared_stack.base_url, headers=headers, timeout=30) as one_connection:
+        for path, status in (
+            ("/models", 200),
+            ("/batches?limit=1", 200),
+            (f"/files/{file.id}", 200),
+            (f"/files/{file.id}/content", 200),  # chunked: no chunk of it either, nor the last
+            ("/files/file-missing", 404),
+            ("/messages/batches/msgbatch_missing", 404),
+            ("/batchez", 404),
+        ):
+            head = one_connection.head(path)
+            got = one_connection.get(path)  # after the HEAD, on its connection
+            assert (head.status_code, head.content) == (status, b""), path
+            assert got.status_code == status, path
+            for header in ("content-type", "content-length"):
+                assert head.headers.get(header) == got.headers.get(header), (path, header)
+            raw_head, extra, raw_get = _head_then_get(shared_stack, path, key)
+            assert raw_head.startswith(f"HTTP/1.1 {status} ".encode()), (path, raw_head)
+            assert extra == b"", (path, extra[:200])
+            assert raw_get.startswith(f"HTTP/1.1 {status} ".encode()), (path, raw_get[:200])
 
 
 def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: RunningStack) -> None:
@@ -706,3 +741,183 @@ def test_a_gzip_body_is_read_and_other_codings_are_refused(shared_stack: Running
         )
         assert (refused.status_code, refused.json()["error"]["code"]) == (400, code), refused.text
     assert file_ids() == stored
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/grpc-web",
+        "application/grpc-web+proto",
+        "application/grpcx",
+        "application/grpc;charset=utf-8",
+        "application/grpc+xml",
+    ],
+)
+def test_a_content_type_that_only_looks_like_grpc_is_rest(
+    shared_stack: RunningStack, content_type: str
+) -> None:
+    """Any type starting `application/grpc` was taken for native gRPC: no body checks, a 400 with
+    no body, `content-type: application/grpc` and the internal headers (grpc-status, grpc-message,
+    x-oai-status, x-oai-error) in the answer (`+xml`: a 200 with grpc-status 12). Native gRPC is
+    `application/grpc`, `+proto` or `+json`; the rest is REST: 400 `invalid_content_type`."""
+    headers = {"Authorization": f"Bearer {shared_stack.key}", "Content-Type": content_type}
+    base = shared_stack.base_url
+    answer = httpx.post(f"{base}/batches", content=b"{}", headers=headers, timeout=30)
+    assert answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert (answer.status_code, error["code"], error["type"]) == (
+        400,
+        "invalid_content_type",
+        "invalid_request_error",
+    )
+    assert f"'{content_type}'" in error["message"]  # the only "grpc" in it: the type as sent
+    assert not [name for name in answer.headers if name.startswith(("grpc-", "x-oai-"))], answer.headers
+    anthropic = httpx.post(f"{base}/messages/batches", content=b"{}", headers=headers, timeout=30)
+    assert anthropic.status_code == 400, anthropic.text
+    assert anthropic.json()["type"] == "error", anthropic.text
+    assert anthropic.json()["error"]["type"] == "invalid_request_error"
+    assert not [name for name in anthropic.headers if name.startswith(("grpc-", "x-oai-"))]
+
+
+def test_a_client_cannot_mark_its_request_as_the_gateways_own_reply(shared_stack: RunningStack) -> None:
+    """The Lua filter marked its own refusals with a request header, `x-oai-local-reply`, for
+    Envoy to pass their bodies through; a client that sent it got Envoy's 404 with no body."""
+    answer = httpx.get(
+        f"http://127.0.0.1:{shared_stack.settings.port}/v1/nope",
+        headers={"x-oai-local-reply": "1"},
+        timeout=30,
+    )
+    _assert_clean_error(answer, 404, "unknown_url", None)
+
+
+def _chunked(data: bytes) -> Iterator[bytes]:
+    """`data` as a body without a Content-Length (httpx sends an iterator chunked)."""
+    yield data
+
+
+def test_a_chunked_body_on_get_head_or_delete_is_refused(shared_stack: RunningStack) -> None:
+    """Envoy's HTTP/1 codec drops `Transfer-Encoding`, so a chunked body looked like none: a
+    chunked DELETE with a body deleted the file, where one with a Content-Length is 400."""
+    client = shared_stack.client()
+    file = client.files.create(file=("chunked.jsonl", LINE.encode()), purpose="batch")
+    headers = {"Authorization": f"Bearer {shared_stack.key}", "Content-Type": "application/json"}
+    for method in ("GET", "HEAD", "DELETE"):
+        answer = httpx.request(
+            method,
+            f"{shared_stack.base_url}/files/{file.id}",
+            content=_chunked(b'{"x": 1}'),
+            headers=headers,
+            timeout=30,
+        )
+        assert answer.status_code == 400, (method, answer.text)
+        if method != "HEAD":
+            _assert_clean_error(answer, 400, "body_not_allowed", None)
+    assert client.files.retrieve(file.id).id == file.id  # not deleted
+    empty = httpx.request(
+        "DELETE",
+        f"{shared_stack.base_url}/files/{file.id}",
+        content=_chunked(b""),
+        headers=headers,
+        timeout=30,
+    )
+    assert empty.status_code == 200 and empty.json()["deleted"] is True, empty.text  # no body: runs
+
+
+def test_a_chunked_gzip_body_that_does_not_inflate_is_refused(shared_stack: RunningStack) -> None:
+    """A chunked body marked `Content-Encoding: gzip` that is not gzip inflated to nothing and
+    went unmarked (no length to tell a body was there): the call read as one without a body and
+    ran (a template paused), where one with a Content-Length is 400 `invalid_content_encoding`."""
+    client = shared_stack.client()
+    file = client.files.create(file=("template.jsonl", LINE.encode()), purpose="batch")
+    headers = {"Authorization": f"Bearer {shared_stack.key}", "Content-Type": "application/json"}
+    base = shared_stack.base_url
+    scheduled = {
+        "input_file_id": file.id,
+        "endpoint": ENDPOINT,
+        "completion_window": "24h",
+        "cron": "0 5 29 2 *",
+    }
+    created = httpx.post(f"{base}/batches", json=scheduled, headers=headers, timeout=30)
+    assert created.status_code == 200, created.text
+    template = created.json()["id"]
+    try:
+        for body in (b"{}", orjson.dumps(VALID)):
+            refused = httpx.post(
+                f"{base}/batch_templates/{template}/pause",
+                content=_chunked(body),
+                headers={**headers, "Content-Encoding": "gzip"},
+                timeout=30,
+            )
+            _assert_clean_error(refused, 400, "invalid_content_encoding", None)
+        got = httpx.get(f"{base}/batch_templates/{template}", headers=headers, timeout=30)
+        assert got.json()["status"] == "scheduled", got.text
+        paused = httpx.post(
+            f"{base}/batch_templates/{template}/pause",
+            content=_chunked(gzip.compress(b"{}")),
+            headers={**headers, "Content-Encoding": "gzip"},
+            timeout=30,
+        )
+        assert paused.status_code == 200 and paused.json()["status"] == "paused", paused.text
+    finally:
+        httpx.delete(f"{base}/batch_templates/{template}", headers=headers, timeout=30)
+
+
+def test_a_chunked_json_body_past_the_limit_is_413(shared_stack: RunningStack) -> None:
+    """The JSON body limit was checked against Content-Length only: a chunked body ran on to the
+    transcoder's limit, the larger Message Batches one, and a create past the limit was made."""
+    headers = {"Authorization": f"Bearer {shared_stack.key}", "Content-Type": "application/json"}
+    base = shared_stack.base_url
+
+    def batch_ids() -> list[str]:
+        listing = httpx.get(f"{base}/batches?limit=100", headers=headers, timeout=30).json()
+        return [batch["id"] for batch in listing["data"]]
+
+    listed = batch_ids()
+    limit = max_json_body_bytes(shared_stack.settings)
+    big = orjson.dumps(VALID) + b" " * limit
+    refused = httpx.post(
+        f"{base}/batches",
+        content=(big[i : i + 2**20] for i in range(0, len(big), 2**20)),
+        headers=headers,
+        timeout=60,
+    )
+    _assert_clean_error(refused, 413, "request_too_large", None)
+    assert str(limit) in refused.json()["error"]["message"]
+    assert batch_ids() == listed
+    created = httpx.post(
+        f"{base}/batches", content=_chunked(orjson.dumps(VALID)), headers=headers, timeout=60
+    )
+    assert created.status_code == 200, created.text  # under the limit, chunked: read as before
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET /v1/messages/batches#top HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"POST /v1/messages/batches HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+    ids=["a path Envoy cannot normalize", "a chunk Envoy cannot read"],
+)
+def test_envoys_own_4xx_on_the_message_batches_routes_are_in_anthropics_envelope(
+    shared_stack: RunningStack, request_bytes: bytes
+) -> None:
+    """Envoy's own 400s there came in OpenAI's envelope. (What it refuses before it has a request
+    line and headers, a 431 or a method it cannot parse, has no path to tell the route by.)"""
+    answered, body = _raw_http(shared_stack, request_bytes)
+    assert answered == 400
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", body
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+def test_the_web_panel_answers_get_and_head_only(shared_stack: RunningStack, method: str) -> None:
+    """The panel's routes matched the path alone: `POST /ui/` and `DELETE /ui/` were 200 with the
+    page. Any method but GET and HEAD is the 404 `unknown_url` of a path without a route."""
+    base = f"http://127.0.0.1:{shared_stack.settings.port}"
+    if httpx.get(f"{base}/ui/", timeout=30).status_code != 200:
+        pytest.skip("the web panel is not installed (npm ci never ran)")
+    for path in ("/ui/", "/ui/app.js", "/ui", "/"):
+        answer = httpx.request(method, base + path, timeout=30)
+        _assert_clean_error(answer, 404, "unknown_url", None)
+        assert path in answer.json()["error"]["message"]
+    assert httpx.head(f"{base}/ui/app.js", timeout=30).status_code == 200
+    assert httpx.get(base + "/", timeout=30).status_code == 301
