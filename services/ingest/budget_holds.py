@@ -1,16 +1,16 @@
 """Budget holds and per-caller limits, decided when a batch is published.
 
-A batch holds its worst-case cost against its key's and project's budgets from the moment it
-is published (`validating → in_progress`) until it ends: what its accepted records could cost
-if each used all the output it may (`max_tokens`/`max_completion_tokens`, else the model's
-`hold_max_tokens`) on top of its estimated input, at the model's price less the batch
-discount. A record that calls tools or runs a workflow makes as many model calls as its loop
-takes, each reading what the last ones wrote: it holds its `max_tokens` (prompt + completion
-over all its calls) at the higher of the model's two prices, and the executor starts no call
-that could pass it (a hold of one call let ten tool records spend $0.40 on a $0.01 budget).
-While a batch is open it counts as `max(hold, cost so far)`; once it ends, as its real cost:
-the hold is released at settlement and the real cost charged, with no write of its own
-(`batches.committed_spend`).
+A batch holds its worst-case cost against its key's and project's budgets from the moment it is
+published (`validating → in_progress`) until it ends: what its accepted records could cost if
+each used all the output it may (`max_tokens`/`max_completion_tokens`, else the model's
+`hold_max_tokens`) on top of its estimated input, at the model's price (the dearest of it and
+the fallbacks it may run on) less the batch discount. A record that calls tools or runs a
+workflow makes as many model calls as its loop takes, each reading what the last ones wrote: it
+holds its `max_tokens` (prompt + completion over all its calls) at the higher of the model's
+two prices, and the executor starts no call that could pass it (a hold of one call let ten tool
+records spend $0.40 on a $0.01 budget). While a batch is open it counts as `max(hold, cost so
+far)`; once it ends, as its real cost: the hold is released at settlement and the real cost
+charged, with no write of its own (`batches.committed_spend`).
 
 The check and the hold are one transaction that first locks the project's and the key's rows
 (`projects.lock_budgets`), so two creates cannot both pass on the same remainder: the second
@@ -24,6 +24,7 @@ from typing import Any
 
 from batchgate.services.common import errors
 from batchgate.services.common.caller import Principal
+from batchgate.services.common.catalogue import ModelConfig, Price
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, projects
 from batchgate.services.common.faults import pause_point
@@ -48,7 +49,7 @@ class HoldTally:
         config = self._settings.model(record.model)
         if config is None:
             return
-        price = config.price
+        price = worst_price(self._settings, config)
         if price.input_per_mtok == 0 and price.output_per_mtok == 0:
             return
         request = record.request
@@ -61,6 +62,23 @@ class HoldTally:
                 + output_allowance(request, config.hold_max_tokens) * price.output_per_mtok
             ) / PER_MILLION
         self.usd += gross * (1.0 - self._discount)
+
+
+def worst_price(settings: Settings, config: ModelConfig) -> Price:
+    """The highest input and output prices of the model and the fallbacks it may run on once
+    its retries are spent: a hold at its own price let a batch that fell back to a dearer model
+    spend seven times its budget."""
+    prices = [config.price]
+    for name in config.fallbacks:
+        fallback = settings.model(name)
+        if fallback is not None:
+            prices.append(fallback.price)
+    if len(prices) == 1:
+        return config.price
+    return Price(
+        input_per_mtok=max(p.input_per_mtok for p in prices),
+        output_per_mtok=max(p.output_per_mtok for p in prices),
+    )
 
 
 def loop_tokens(request: dict[str, Any]) -> int | None:

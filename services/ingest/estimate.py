@@ -43,7 +43,7 @@ from batchgate.services.common.catalogue import ModelConfig
 from batchgate.services.common.config import Settings
 from batchgate.services.common.record_texts import MESSAGE_FIELDS, PROMPT_FIELDS, TEXT_KEYS, structured_json
 from batchgate.services.common.token_usage import output_allowance
-from batchgate.services.ingest.budget_holds import loop_tokens
+from batchgate.services.ingest.budget_holds import loop_tokens, worst_price
 from batchgate.services.ingest.validation import Accepted
 
 BYTES_PER_TOKEN = 4  # the approximation where no tokenizer is known
@@ -229,8 +229,8 @@ class Estimate:
         self.input_tokens += prompt
         self.max_output_tokens += output
         if config is not None:
-            price = config.price
-            self.gross_min += prompt * price.input_per_mtok / PER_MILLION
+            self.gross_min += prompt * config.price.input_per_mtok / PER_MILLION
+            price = worst_price(self.settings, config)  # a fallback may answer: as the hold prices it
             if loop is not None:  # as its budget hold prices it
                 gross = loop * max(price.input_per_mtok, price.output_per_mtok)
             else:

@@ -3,12 +3,15 @@ shape, and the output it allows (README "Dry run")."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
 import pytest
 
+from batchgate.services.common.catalogue import ModelConfig, Price
 from batchgate.services.common.loading import load_settings
+from batchgate.services.ingest.budget_holds import HoldTally
 from batchgate.services.ingest.estimate import (
     PIECE_CHARS,
     Estimate,
@@ -141,3 +144,29 @@ def test_a_loop_record_is_bounded_by_its_max_tokens_as_its_hold_is(loop: str) ->
     higher = max(price.input_per_mtok, price.output_per_mtok)
     assert estimate.gross_max == pytest.approx(20_000 * higher / 1e6)
     assert estimate.gross_min == pytest.approx(estimate.input_tokens * price.input_per_mtok / 1e6)
+
+
+def test_the_hold_and_cost_max_price_a_dearer_fallback() -> None:
+    """A batch that fell back to its model's dearer fallback spent seven times its hold."""
+    settings = load_settings(environ={})
+    cheap, dear = (
+        Price(input_per_mtok=0.15, output_per_mtok=0.6),
+        Price(input_per_mtok=2.5, output_per_mtok=10.0),
+    )
+    settings = dataclasses.replace(
+        settings,
+        models=(
+            ModelConfig(name="mini", provider=settings.models[0].provider, price=cheap, fallbacks=("big",)),
+            ModelConfig(name="big", provider=settings.models[0].provider, price=dear),
+        ),
+    )
+    request = {"model": "mini", "max_tokens": 100, "messages": [HI_MESSAGE]}
+    accepted = Accepted("a", orjson.dumps(request), "mini", request=request)
+    holds = HoldTally(settings, discount=0.0)
+    holds.add(accepted)
+    estimate = Estimate(settings, "/v1/chat/completions")
+    estimate.add(accepted)
+    worst = (estimate.input_tokens * dear.input_per_mtok + 100 * dear.output_per_mtok) / 1e6
+    assert estimate.gross_max == pytest.approx(worst)
+    assert estimate.gross_min == pytest.approx(estimate.input_tokens * cheap.input_per_mtok / 1e6)
+    assert holds.usd >= 100 * dear.output_per_mtok / 1e6  # its output at the fallback's price
