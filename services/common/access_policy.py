@@ -208,6 +208,14 @@ class Policy:
         return " ".join(parts) or "no limits"
 
 
+def allowed_models_json(policy: Policy) -> str | None:
+    """The models `policy` allows as a batch stores them (`batches.allowed_models`): the
+    executor holds its records' fallbacks to them. None when any model is allowed."""
+    if policy.allowed_models is None:
+        return None
+    return orjson.dumps(sorted(policy.allowed_models)).decode()
+
+
 def require_feature(policy: Policy, feature: Feature) -> None:
     """409 `feature_disabled` unless the caller's project has `feature` turned on."""
     if feature not in policy.features:

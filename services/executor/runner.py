@@ -199,17 +199,21 @@ class ItemRunner:
         await self._tools.close()
         await self._workflows.close()
 
-    def _chain(self, model: str) -> list[ModelConfig]:
-        """The model and its fallbacks, in order (memoized: looked up for every item)."""
-        chain = self._chains.get(model)
+    def _chain(self, item: scheduler_pb2.LeasedItem) -> list[ModelConfig]:
+        """The item's model and its fallbacks, in order (memoized: looked up for every item);
+        in a batch bounded by its key's policy, only the fallbacks that policy allowed (a
+        project's `--allow-models` had not kept its records off a fallback it denied)."""
+        chain = self._chains.get(item.model)
         if chain is None:
-            first = self._settings.model(model)
+            first = self._settings.model(item.model)
             chain = [] if first is None else [first]
             for name in first.fallbacks if first else ():
                 fallback = self._settings.model(name)
                 if fallback is not None and fallback not in chain:
                     chain.append(fallback)
-            self._chains[model] = chain
+            self._chains[item.model] = chain
+        if item.models_bounded and len(chain) > 1:
+            return [chain[0], *(m for m in chain[1:] if m.name in item.allowed_models)]
         return chain
 
     def _estimate(self, item: scheduler_pb2.LeasedItem, chain: list[ModelConfig]) -> int:
@@ -257,7 +261,7 @@ class ItemRunner:
     async def _chain_run(
         self, item: scheduler_pb2.LeasedItem, control: Control, attempts: list[spans.Attempt] | None
     ) -> recorder_pb2.Outcome:
-        chain = self._chain(item.model)
+        chain = self._chain(item)
         if not chain:
             failure = TransportFailure("model_not_found", f"The model {item.model!r} is not configured.")
             return outcomes.failure(item, failure, "", "", 0)

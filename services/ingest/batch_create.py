@@ -11,10 +11,9 @@ A create never leaves anything half-written visible, nor anything behind when it
 4. One transaction publishes it all: the budget hold and concurrency limit (`budget_holds`),
    the inline input file, the rejections file, `validating → in_progress`, and the
    Idempotency-Key's batch.
-A failure removes the batch, its items and its unpublished blobs. A crash leaves a
-`validating` batch and incomplete blobs, which `sweep_stale_creates` and
-`reclaim_abandoned` remove. Rejected records are stored as items in state `rejected`, so
-the error file lists them in input order with the rest.
+A failure removes the batch, its items and its unpublished blobs; a crash leaves a `validating`
+batch and incomplete blobs, for `sweep_stale_creates` and `reclaim_abandoned`. Rejected records
+are items in state `rejected`, so the error file lists them in input order with the rest.
 
 This module is the orchestration and the writing; the request's checks are `create_checks`,
 reading and checking the records `create_records`, the clean-up `sweeps`.
@@ -32,7 +31,7 @@ import orjson
 
 from batchgate.internal.v1 import spend_pb2_grpc
 from batchgate.services.common import errors, telemetry
-from batchgate.services.common.access_policy import require_expedited
+from batchgate.services.common.access_policy import allowed_models_json, require_expedited
 from batchgate.services.common.caller import Principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Connection, Database, batches, files, items
@@ -253,6 +252,7 @@ class BatchCreator:
                 output_expires_after_s=options.output_expiry_s,
                 traceparent=telemetry.current_traceparent() or None,
                 template_id=run_of.template_id if run_of else None,
+                allowed_models=allowed_models_json(caller.policy),
                 name=request.name or None,
                 retry_of=lineage.retry_of if lineage else None,
                 retry_selection=lineage.selection if lineage else None,

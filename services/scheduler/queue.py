@@ -64,6 +64,8 @@ class Lease:
     priority: int
     batch_created_at: float
     expires_at: float
+    allowed_models: str | None = None
+    """The batch's `allowed_models` (JSON list), or None: any model."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class _Runnable:
     endpoint: str
     model: str
     expires_at: float
+    allowed_models: str | None
 
 
 def _outranks(candidate: Candidate, outrank: tuple[int, int] | None) -> bool:
@@ -131,6 +134,7 @@ def _lease(row: Any, runnable: _Runnable) -> Lease:
         priority=candidate.priority,
         batch_created_at=candidate.created_at,
         expires_at=runnable.expires_at,
+        allowed_models=runnable.allowed_models,
     )
 
 
@@ -165,6 +169,7 @@ class Queue:
                 r.endpoint,
                 r.model or "",
                 r.expires_at,
+                r.allowed_models,
             )
             for r in rows
         }
@@ -264,6 +269,7 @@ class Queue:
                 priority=r.priority,
                 batch_created_at=r.created_at,
                 expires_at=r.expires_at,
+                allowed_models=r.allowed_models,
             )
             for r in rows
         ]

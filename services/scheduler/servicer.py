@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import grpc
+import orjson
 
 from batchgate.internal.v1 import items_pb2, scheduler_pb2, scheduler_pb2_grpc
 from batchgate.services.common import errors, telemetry
@@ -52,6 +53,8 @@ def _leased_item(lease: Lease, traceparent: str | None) -> scheduler_pb2.LeasedI
         priority_tier=lease.tier,
         priority=lease.priority,
         expires_at=lease.expires_at,
+        models_bounded=lease.allowed_models is not None,
+        allowed_models=orjson.loads(lease.allowed_models) if lease.allowed_models is not None else (),
     )
 
 

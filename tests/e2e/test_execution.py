@@ -10,12 +10,14 @@ window, and executors that run 8 items at a time (so batches have queued items t
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.e2e.test_keys_and_budgets import new_key
 from tests.execution_support import (
     assert_each_custom_id_once,
     create_batch,
@@ -32,6 +34,7 @@ from tests.support import (
     fresh_database,
     read_jsonl,
     running_stack,
+    upload,
     wait_for_batch,
 )
 
@@ -69,6 +72,22 @@ def record(custom_id: str, model: str = "gpt-4o-mini", **x_sim: object) -> dict:
 def calls_for(stack: RunningStack, custom_id: str) -> list[dict]:
     url = f"http://127.0.0.1:{stack.settings.simulator_port}/_sim/calls"
     return httpx.get(url, params={"content": f"{custom_id} content"}, timeout=10).json()
+
+
+def test_a_fallback_the_keys_policy_denies_is_never_called(stack: RunningStack) -> None:
+    """gpt-4o-mini falls back to gpt-4o; a key allowed gpt-4o-mini only had its records answered
+    by gpt-4o, a model its project denied, at its price."""
+    project = f"bounded-{uuid.uuid4().hex[:6]}"
+    new_key(stack, project, "--allow-models", "gpt-4o-mini")
+    client = stack.client(project)
+    batch = client.batches.create(
+        input_file_id=upload(client, [record("denied-fallback", fail_models=["gpt-4o-mini"])]).id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+    )
+    done = wait_for_batch(client, batch.id)
+    assert (done.request_counts.completed, done.request_counts.failed) == (0, 1)
+    assert {c["model"] for c in calls_for(stack, "denied-fallback")} == {"gpt-4o-mini"}
 
 
 def test_retries_retry_after_final_4xx_fallback_and_the_time_limit(stack: RunningStack) -> None:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from batchgate.internal.v1 import items_pb2 as batchgate_dot_internal_dot_v1_dot_items__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%batchgate/internal/v1/scheduler.proto\x12\x15\x62\x61tchgate.internal.v1\x1a!batchgate/internal/v1/items.proto\"&\n\x12SubmitBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\x15\n\x13SubmitBatchResponse\"\xa1\x01\n\x11LeaseItemsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x11\n\tmax_items\x18\x02 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x05\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\r\n\x05retry\x18\x05 \x01(\x08\x12\x30\n\x07outrank\x18\x06 \x01(\x0b\x32\x1f.batchgate.internal.v1.Priority\"*\n\x08Priority\x12\x0c\n\x04tier\x18\x01 \x01(\x05\x12\x10\n\x08priority\x18\x02 \x01(\x05\"\xfc\x01\n\nLeasedItem\x12+\n\x03ref\x18\x01 \x01(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\x12\x11\n\tcustom_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\x12\x13\n\x0btraceparent\x18\x06 \x01(\t\x12\x12\n\nproject_id\x18\x08 \x01(\t\x12\x15\n\rpriority_tier\x18\t \x01(\x05\x12\x10\n\x08priority\x18\n \x01(\x05\x12\x12\n\nexpires_at\x18\x0b \x01(\x01J\x04\x08\x07\x10\x08R\x13lease_expires_at_ms\"\\\n\x12LeaseItemsResponse\x12\x30\n\x05items\x18\x01 \x03(\x0b\x32!.batchgate.internal.v1.LeasedItem\x12\x14\n\x0clease_ttl_ms\x18\x02 \x01(\x05\":\n\x10HeartbeatRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x11\n\tbatch_ids\x18\x02 \x03(\t\".\n\x0c\x43losingBatch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0c\n\x04hard\x18\x02 \x01(\x08\"X\n\x11HeartbeatResponse\x12\r\n\x05\x61live\x18\x01 \x01(\x08\x12\x34\n\x07\x63losing\x18\x02 \x03(\x0b\x32#.batchgate.internal.v1.ClosingBatch\"Y\n\x13ReleaseItemsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12-\n\x05items\x18\x02 \x03(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\"(\n\x14ReleaseItemsResponse\x12\x10\n\x08released\x18\x01 \x01(\x05\"&\n\x12\x43\x61ncelBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"%\n\x13\x43\x61ncelBatchResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"1\n\x1aWatchClosingBatchesRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\"S\n\x1bWatchClosingBatchesResponse\x12\x34\n\x07\x63losing\x18\x01 \x01(\x0b\x32#.batchgate.internal.v1.ClosingBatch\"\xb3\x01\n\tBudgetAsk\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x1b\n\x13requests_per_minute\x18\x02 \x01(\x01\x12\x19\n\x11tokens_per_minute\x18\x03 \x01(\x01\x12\x17\n\x0frequests_needed\x18\x04 \x01(\x01\x12\x17\n\x0frequests_wanted\x18\x05 \x01(\x01\x12\x15\n\rtokens_needed\x18\x06 \x01(\x01\x12\x15\n\rtokens_wanted\x18\x07 \x01(\x01\"Y\n\x12GrantBudgetRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12.\n\x04\x61sks\x18\x02 \x03(\x0b\x32 .batchgate.internal.v1.BudgetAsk\"W\n\x0b\x42udgetGrant\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x01\x12\x0e\n\x06tokens\x18\x03 \x01(\x01\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\x05\"I\n\x13GrantBudgetResponse\x12\x32\n\x06grants\x18\x01 \x03(\x0b\x32\".batchgate.internal.v1.BudgetGrant2\xf0\x05\n\x10SchedulerService\x12\x64\n\x0bSubmitBatch\x12).batchgate.internal.v1.SubmitBatchRequest\x1a*.batchgate.internal.v1.SubmitBatchResponse\x12\x61\n\nLeaseItems\x12(.batchgate.internal.v1.LeaseItemsRequest\x1a).batchgate.internal.v1.LeaseItemsResponse\x12^\n\tHeartbeat\x12\'.batchgate.internal.v1.HeartbeatRequest\x1a(.batchgate.internal.v1.HeartbeatResponse\x12g\n\x0cReleaseItems\x12*.batchgate.internal.v1.ReleaseItemsRequest\x1a+.batchgate.internal.v1.ReleaseItemsResponse\x12\x64\n\x0b\x43\x61ncelBatch\x12).batchgate.internal.v1.CancelBatchRequest\x1a*.batchgate.internal.v1.CancelBatchResponse\x12~\n\x13WatchClosingBatches\x12\x31.batchgate.internal.v1.WatchClosingBatchesRequest\x1a\x32.batchgate.internal.v1.WatchClosingBatchesResponse0\x01\x12\x64\n\x0bGrantBudget\x12).batchgate.internal.v1.GrantBudgetRequest\x1a*.batchgate.internal.v1.GrantBudgetResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%batchgate/internal/v1/scheduler.proto\x12\x15\x62\x61tchgate.internal.v1\x1a!batchgate/internal/v1/items.proto\"&\n\x12SubmitBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"\x15\n\x13SubmitBatchResponse\"\xa1\x01\n\x11LeaseItemsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x11\n\tmax_items\x18\x02 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x05\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\r\n\x05retry\x18\x05 \x01(\x08\x12\x30\n\x07outrank\x18\x06 \x01(\x0b\x32\x1f.batchgate.internal.v1.Priority\"*\n\x08Priority\x12\x0c\n\x04tier\x18\x01 \x01(\x05\x12\x10\n\x08priority\x18\x02 \x01(\x05\"\xac\x02\n\nLeasedItem\x12+\n\x03ref\x18\x01 \x01(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\x12\x11\n\tcustom_id\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\x12\x13\n\x0btraceparent\x18\x06 \x01(\t\x12\x12\n\nproject_id\x18\x08 \x01(\t\x12\x15\n\rpriority_tier\x18\t \x01(\x05\x12\x10\n\x08priority\x18\n \x01(\x05\x12\x12\n\nexpires_at\x18\x0b \x01(\x01\x12\x16\n\x0emodels_bounded\x18\x0c \x01(\x08\x12\x16\n\x0e\x61llowed_models\x18\r \x03(\tJ\x04\x08\x07\x10\x08R\x13lease_expires_at_ms\"\\\n\x12LeaseItemsResponse\x12\x30\n\x05items\x18\x01 \x03(\x0b\x32!.batchgate.internal.v1.LeasedItem\x12\x14\n\x0clease_ttl_ms\x18\x02 \x01(\x05\":\n\x10HeartbeatRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x11\n\tbatch_ids\x18\x02 \x03(\t\".\n\x0c\x43losingBatch\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\x12\x0c\n\x04hard\x18\x02 \x01(\x08\"X\n\x11HeartbeatResponse\x12\r\n\x05\x61live\x18\x01 \x01(\x08\x12\x34\n\x07\x63losing\x18\x02 \x03(\x0b\x32#.batchgate.internal.v1.ClosingBatch\"Y\n\x13ReleaseItemsRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12-\n\x05items\x18\x02 \x03(\x0b\x32\x1e.batchgate.internal.v1.ItemRef\"(\n\x14ReleaseItemsResponse\x12\x10\n\x08released\x18\x01 \x01(\x05\"&\n\x12\x43\x61ncelBatchRequest\x12\x10\n\x08\x62\x61tch_id\x18\x01 \x01(\t\"%\n\x13\x43\x61ncelBatchResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\"1\n\x1aWatchClosingBatchesRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\"S\n\x1bWatchClosingBatchesResponse\x12\x34\n\x07\x63losing\x18\x01 \x01(\x0b\x32#.batchgate.internal.v1.ClosingBatch\"\xb3\x01\n\tBudgetAsk\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x1b\n\x13requests_per_minute\x18\x02 \x01(\x01\x12\x19\n\x11tokens_per_minute\x18\x03 \x01(\x01\x12\x17\n\x0frequests_needed\x18\x04 \x01(\x01\x12\x17\n\x0frequests_wanted\x18\x05 \x01(\x01\x12\x15\n\rtokens_needed\x18\x06 \x01(\x01\x12\x15\n\rtokens_wanted\x18\x07 \x01(\x01\"Y\n\x12GrantBudgetRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12.\n\x04\x61sks\x18\x02 \x03(\x0b\x32 .batchgate.internal.v1.BudgetAsk\"W\n\x0b\x42udgetGrant\x12\x0e\n\x06key_id\x18\x01 \x01(\t\x12\x10\n\x08requests\x18\x02 \x01(\x01\x12\x0e\n\x06tokens\x18\x03 \x01(\x01\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\x05\"I\n\x13GrantBudgetResponse\x12\x32\n\x06grants\x18\x01 \x03(\x0b\x32\".batchgate.internal.v1.BudgetGrant2\xf0\x05\n\x10SchedulerService\x12\x64\n\x0bSubmitBatch\x12).batchgate.internal.v1.SubmitBatchRequest\x1a*.batchgate.internal.v1.SubmitBatchResponse\x12\x61\n\nLeaseItems\x12(.batchgate.internal.v1.LeaseItemsRequest\x1a).batchgate.internal.v1.LeaseItemsResponse\x12^\n\tHeartbeat\x12\'.batchgate.internal.v1.HeartbeatRequest\x1a(.batchgate.internal.v1.HeartbeatResponse\x12g\n\x0cReleaseItems\x12*.batchgate.internal.v1.ReleaseItemsRequest\x1a+.batchgate.internal.v1.ReleaseItemsResponse\x12\x64\n\x0b\x43\x61ncelBatch\x12).batchgate.internal.v1.CancelBatchRequest\x1a*.batchgate.internal.v1.CancelBatchResponse\x12~\n\x13WatchClosingBatches\x12\x31.batchgate.internal.v1.WatchClosingBatchesRequest\x1a\x32.batchgate.internal.v1.WatchClosingBatchesResponse0\x01\x12\x64\n\x0bGrantBudget\x12).batchgate.internal.v1.GrantBudgetRequest\x1a*.batchgate.internal.v1.GrantBudgetResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,35 +41,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PRIORITY']._serialized_start=326
   _globals['_PRIORITY']._serialized_end=368
   _globals['_LEASEDITEM']._serialized_start=371
-  _globals['_LEASEDITEM']._serialized_end=623
-  _globals['_LEASEITEMSRESPONSE']._serialized_start=625
-  _globals['_LEASEITEMSRESPONSE']._serialized_end=717
-  _globals['_HEARTBEATREQUEST']._serialized_start=719
-  _globals['_HEARTBEATREQUEST']._serialized_end=777
-  _globals['_CLOSINGBATCH']._serialized_start=779
-  _globals['_CLOSINGBATCH']._serialized_end=825
-  _globals['_HEARTBEATRESPONSE']._serialized_start=827
-  _globals['_HEARTBEATRESPONSE']._serialized_end=915
-  _globals['_RELEASEITEMSREQUEST']._serialized_start=917
-  _globals['_RELEASEITEMSREQUEST']._serialized_end=1006
-  _globals['_RELEASEITEMSRESPONSE']._serialized_start=1008
-  _globals['_RELEASEITEMSRESPONSE']._serialized_end=1048
-  _globals['_CANCELBATCHREQUEST']._serialized_start=1050
-  _globals['_CANCELBATCHREQUEST']._serialized_end=1088
-  _globals['_CANCELBATCHRESPONSE']._serialized_start=1090
-  _globals['_CANCELBATCHRESPONSE']._serialized_end=1127
-  _globals['_WATCHCLOSINGBATCHESREQUEST']._serialized_start=1129
-  _globals['_WATCHCLOSINGBATCHESREQUEST']._serialized_end=1178
-  _globals['_WATCHCLOSINGBATCHESRESPONSE']._serialized_start=1180
-  _globals['_WATCHCLOSINGBATCHESRESPONSE']._serialized_end=1263
-  _globals['_BUDGETASK']._serialized_start=1266
-  _globals['_BUDGETASK']._serialized_end=1445
-  _globals['_GRANTBUDGETREQUEST']._serialized_start=1447
-  _globals['_GRANTBUDGETREQUEST']._serialized_end=1536
-  _globals['_BUDGETGRANT']._serialized_start=1538
-  _globals['_BUDGETGRANT']._serialized_end=1625
-  _globals['_GRANTBUDGETRESPONSE']._serialized_start=1627
-  _globals['_GRANTBUDGETRESPONSE']._serialized_end=1700
-  _globals['_SCHEDULERSERVICE']._serialized_start=1703
-  _globals['_SCHEDULERSERVICE']._serialized_end=2455
+  _globals['_LEASEDITEM']._serialized_end=671
+  _globals['_LEASEITEMSRESPONSE']._serialized_start=673
+  _globals['_LEASEITEMSRESPONSE']._serialized_end=765
+  _globals['_HEARTBEATREQUEST']._serialized_start=767
+  _globals['_HEARTBEATREQUEST']._serialized_end=825
+  _globals['_CLOSINGBATCH']._serialized_start=827
+  _globals['_CLOSINGBATCH']._serialized_end=873
+  _globals['_HEARTBEATRESPONSE']._serialized_start=875
+  _globals['_HEARTBEATRESPONSE']._serialized_end=963
+  _globals['_RELEASEITEMSREQUEST']._serialized_start=965
+  _globals['_RELEASEITEMSREQUEST']._serialized_end=1054
+  _globals['_RELEASEITEMSRESPONSE']._serialized_start=1056
+  _globals['_RELEASEITEMSRESPONSE']._serialized_end=1096
+  _globals['_CANCELBATCHREQUEST']._serialized_start=1098
+  _globals['_CANCELBATCHREQUEST']._serialized_end=1136
+  _globals['_CANCELBATCHRESPONSE']._serialized_start=1138
+  _globals['_CANCELBATCHRESPONSE']._serialized_end=1175
+  _globals['_WATCHCLOSINGBATCHESREQUEST']._serialized_start=1177
+  _globals['_WATCHCLOSINGBATCHESREQUEST']._serialized_end=1226
+  _globals['_WATCHCLOSINGBATCHESRESPONSE']._serialized_start=1228
+  _globals['_WATCHCLOSINGBATCHESRESPONSE']._serialized_end=1311
+  _globals['_BUDGETASK']._serialized_start=1314
+  _globals['_BUDGETASK']._serialized_end=1493
+  _globals['_GRANTBUDGETREQUEST']._serialized_start=1495
+  _globals['_GRANTBUDGETREQUEST']._serialized_end=1584
+  _globals['_BUDGETGRANT']._serialized_start=1586
+  _globals['_BUDGETGRANT']._serialized_end=1673
+  _globals['_GRANTBUDGETRESPONSE']._serialized_start=1675
+  _globals['_GRANTBUDGETRESPONSE']._serialized_end=1748
+  _globals['_SCHEDULERSERVICE']._serialized_start=1751
+  _globals['_SCHEDULERSERVICE']._serialized_end=2503
 # @@protoc_insertion_point(module_scope)

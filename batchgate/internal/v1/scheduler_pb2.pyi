@@ -42,7 +42,7 @@ class Priority(_message.Message):
     def __init__(self, tier: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class LeasedItem(_message.Message):
-    __slots__ = ("ref", "custom_id", "endpoint", "model", "body", "traceparent", "project_id", "priority_tier", "priority", "expires_at")
+    __slots__ = ("ref", "custom_id", "endpoint", "model", "body", "traceparent", "project_id", "priority_tier", "priority", "expires_at", "models_bounded", "allowed_models")
     REF_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_ID_FIELD_NUMBER: _ClassVar[int]
     ENDPOINT_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,8 @@ class LeasedItem(_message.Message):
     PRIORITY_TIER_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    MODELS_BOUNDED_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_MODELS_FIELD_NUMBER: _ClassVar[int]
     ref: _items_pb2.ItemRef
     custom_id: str
     endpoint: str
@@ -63,7 +65,9 @@ class LeasedItem(_message.Message):
     priority_tier: int
     priority: int
     expires_at: float
-    def __init__(self, ref: _Optional[_Union[_items_pb2.ItemRef, _Mapping]] = ..., custom_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., model: _Optional[str] = ..., body: _Optional[bytes] = ..., traceparent: _Optional[str] = ..., project_id: _Optional[str] = ..., priority_tier: _Optional[int] = ..., priority: _Optional[int] = ..., expires_at: _Optional[float] = ...) -> None: ...
+    models_bounded: bool
+    allowed_models: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ref: _Optional[_Union[_items_pb2.ItemRef, _Mapping]] = ..., custom_id: _Optional[str] = ..., endpoint: _Optional[str] = ..., model: _Optional[str] = ..., body: _Optional[bytes] = ..., traceparent: _Optional[str] = ..., project_id: _Optional[str] = ..., priority_tier: _Optional[int] = ..., priority: _Optional[int] = ..., expires_at: _Optional[float] = ..., models_bounded: _Optional[bool] = ..., allowed_models: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseItemsResponse(_message.Message):
     __slots__ = ("items", "lease_ttl_ms")

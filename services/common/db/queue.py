@@ -67,6 +67,7 @@ _LEASE_COLUMNS = (
     batches.c.priority,
     batches.c.created_at,
     batches.c.expires_at,
+    batches.c.allowed_models,
 )
 
 
@@ -84,13 +85,12 @@ def _still_running(batch_id: Any, now: Any) -> Any:
 
 
 async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[AnyRow]:
-    """scheduler: up to `limit` running batches with queued items (id, project_id, priority_tier,
-    priority, created_at, expires_at, endpoint, model), highest priority first; never a natively
-    run one. "Has queued items" is read off the batch's lease cursor, never probed in the items
-    (`lease_cursors`; a cursor that lags lists a batch with nothing to lease, and its next lease
-    gives fewer items than asked and moves it). Within a priority, each project's oldest batch
-    comes before any project's second one (`project_rank`), so a project with hundreds of
-    queued batches cannot push another project's only batch out of the candidates."""
+    """scheduler: up to `limit` running batches with queued items, and what a lease needs of each,
+    highest priority first; never a natively run one. "Has queued items" is read off the batch's
+    lease cursor, never probed in the items (`lease_cursors`; a cursor that lags lists a batch with
+    nothing to lease, and its next lease gives fewer items than asked and moves it). Within a
+    priority, each project's oldest batch comes before any project's second one (`project_rank`),
+    so a project with hundreds of queued batches cannot push another project's only batch out."""
     has_queued = batches.c.lease_cursor < lease_cursors.END
     priority_order = (batches.c.priority_tier.desc(), batches.c.priority.desc())
     ranked = (
@@ -103,6 +103,7 @@ async def runnable(conn: AsyncConnection, now: float, limit: int) -> list[AnyRow
             batches.c.expires_at,
             batches.c.endpoint,
             batches.c.model,
+            batches.c.allowed_models,
             func.row_number()
             .over(partition_by=batches.c.project_id, order_by=(*priority_order, batches.c.created_at))
             .label("project_rank"),

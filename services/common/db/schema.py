@@ -136,6 +136,9 @@ batches = Table(
     # Set when retention purged its data: only this row (bookkeeping) and its usage events stay.
     Column("purged_at", Float, nullable=True),
     Column("template_id", String(40), nullable=True),  # the recurring template that spawned it
+    # JSON list: the models its creating key's policy allowed at create (its records' fallbacks
+    # are held to it); null: any model.
+    Column("allowed_models", Text, nullable=True),
     # A retry (POST /v1/batches/{id}/retry): the batch it re-runs and what it selected
     # (`<only or all>:<model or nothing>`), one retry batch per source and selection.
     Column("retry_of", String(40), nullable=True),
