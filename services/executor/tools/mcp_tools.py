@@ -34,7 +34,7 @@ from batchgate.services.common.tool_config import ToolConfig
 from batchgate.services.executor.tools.calls import ToolCall, ToolFailure, idempotency_key
 from batchgate.services.executor.tools.http_tools import request_headers
 from batchgate.services.executor.tools.tool_spans import execute_tool
-from batchgate.services.executor.tools.transport import ToolAnswer, ToolTransport
+from batchgate.services.executor.tools.transport import Enough, ToolAnswer, ToolTransport, to_the_end
 
 PROTOCOL_VERSION = "2025-06-18"
 OLDEST_VERSION = "2025-03-26"
@@ -64,6 +64,11 @@ def _answers(messages: list[Any], request_id: int) -> list[dict[str, Any]]:
         for m in messages
         if isinstance(m, dict) and m.get("id") == request_id and ("result" in m or "error" in m)
     ]
+
+
+def _answered(request_id: int) -> Enough:
+    """Whether an event stream read so far holds the response to `request_id`."""
+    return lambda raw: bool(_answers(_sse_messages(raw), request_id))
 
 
 def jsonrpc_response(answer: ToolAnswer, request_id: int) -> dict[str, Any]:
@@ -126,7 +131,7 @@ class McpTools:
         return headers
 
     async def _post(self, message: dict[str, Any], key: str | None = None) -> ToolAnswer:
-        request_id = message.get("id")
+        request_id = message.get("id")  # a notification has none: nothing answers it
         return await self.transport.send(
             "POST",
             self.config.url,
@@ -134,7 +139,7 @@ class McpTools:
             headers=self._headers(key),
             timeout_s=self.config.timeout_ms / 1000,
             traced=self.traced,
-            enough=None if request_id is None else lambda raw: _answers(_sse_messages(raw), request_id) != [],
+            until=to_the_end if request_id is None else _answered(request_id),
         )
 
     async def _initialize(self) -> None:

@@ -33,6 +33,13 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024
 EVENT_STREAM = "text/event-stream"
 Enough = Callable[[bytes], bool]
 """Whether an event stream read so far holds the answer the caller waits for."""
+
+
+def to_the_end(_raw: bytes) -> bool:
+    """An event stream read whole, to its end (the caller needs no part of it sooner)."""
+    return False
+
+
 KEEPALIVE_S = 30.0
 
 
@@ -90,16 +97,16 @@ class ToolTransport:
         headers: dict[str, str],
         timeout_s: float,
         traced: bool,
-        enough: Enough | None = None,
+        until: Enough = to_the_end,
     ) -> ToolAnswer:
         """One request; raises ToolFailure when no complete answer came back. An event stream
-        is read until `enough` says what has come holds the answer (a server may keep it open)."""
+        is read until `until` holds of what has come (the answer is in: a server may keep it open)."""
         self._check_address(url)
         if not traced:
-            return await self._exchange(method, url, body, headers, timeout_s, enough)
+            return await self._exchange(method, url, body, headers, timeout_s, until)
         with spans.http_call(url, headers, len(body), method) as span:
             try:
-                answer = await self._exchange(method, url, body, headers, timeout_s, enough)
+                answer = await self._exchange(method, url, body, headers, timeout_s, until)
             except ToolFailure:
                 spans.end_http(span, 0, None, "tool_request_failed")
                 raise
@@ -107,13 +114,7 @@ class ToolTransport:
             return answer
 
     async def _exchange(
-        self,
-        method: str,
-        url: str,
-        body: bytes,
-        headers: dict[str, str],
-        timeout_s: float,
-        enough: Enough | None,
+        self, method: str, url: str, body: bytes, headers: dict[str, str], timeout_s: float, until: Enough
     ) -> ToolAnswer:
         where = spans.safe_url(url)
         try:
@@ -124,8 +125,8 @@ class ToolTransport:
                 ) as response,
             ):
                 kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if enough is not None and kind == EVENT_STREAM:
-                    raw = await _events(response, where, enough)
+                if kind == EVENT_STREAM:
+                    raw = await _events(response, where, until)
                 else:
                     raw = await _body(response, where)
                 return ToolAnswer(response.status, response.headers, raw)
