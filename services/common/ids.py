@@ -12,6 +12,9 @@ import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 MAX_ID_LENGTH = 40  # the id columns' size
+ID_BODY_LENGTH = 26  # 10 characters of milliseconds, 16 random
+FILE_ID_PREFIX = "file-"
+BATCH_ID_PREFIX = "batch_"
 
 
 def _encode(value: int, length: int) -> str:
@@ -27,6 +30,12 @@ def plausible_id(ident: str) -> bool:
     return 0 < len(ident) <= MAX_ID_LENGTH and "\x00" not in ident
 
 
+def well_formed(ident: str, prefix: str) -> bool:
+    """Whether `ident` is an id `new_id(prefix)` could have made (its object may be gone)."""
+    body = ident[len(prefix) :]
+    return ident.startswith(prefix) and len(body) == ID_BODY_LENGTH and all(c in _ALPHABET for c in body)
+
+
 def new_id(prefix: str) -> str:
     """`prefix` + 26 chars; later calls sort after earlier ones (to the millisecond)."""
     millis = int(time.time() * 1000)
@@ -34,11 +43,11 @@ def new_id(prefix: str) -> str:
 
 
 def file_id() -> str:
-    return new_id("file-")
+    return new_id(FILE_ID_PREFIX)
 
 
 def batch_id() -> str:
-    return new_id("batch_")
+    return new_id(BATCH_ID_PREFIX)
 
 
 def message_batch_id() -> str:

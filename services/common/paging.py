@@ -1,9 +1,11 @@
 """The paging parameters every list shares: `limit` and the `after` cursor.
 
 `limit` is a presence-aware field (`optional int32`), so a `limit=0` is refused instead of
-read as "not given". `after` must name an object the caller can see: a cursor that names
-nothing (a typo, another project's id) would otherwise page from an arbitrary point, and
-the client could not tell.
+read as "not given". `after` must be an id of the listed kind (`cursor_id`): lists page in id
+order, which is creation order, so an id whose object was deleted since still marks its place
+(a list-and-delete loop, the SDKs' auto-paging with a delete per item, had failed on its second
+page), while a string that is no such id is refused rather than paged from an arbitrary point.
+Another project's id only says where in time to start: the page holds the caller's objects.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from batchgate.services.common import errors
+from batchgate.services.common import errors, ids
 from batchgate.services.common import proto_values as pv
 
 
@@ -37,6 +39,16 @@ def unknown_cursor(kind: str, after: str) -> errors.ApiError:
         "invalid_after",
         "after",
     )
+
+
+def cursor_id(kind: str, prefix: str, after: str, param: str = "after", code: str = "invalid_after") -> None:
+    """400 (`code`, naming `param`) unless `after` is an id of the listed kind (prefix and shape)."""
+    if not ids.well_formed(after, prefix):
+        raise errors.invalid(
+            f"'{param}' must be the id of a {kind} from a previous page; '{after[:80]}' is not one.",
+            code,
+            param,
+        )
 
 
 def page_fields(page: Sequence[Any], has_more: bool) -> dict[str, Any]:

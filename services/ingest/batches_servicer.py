@@ -13,7 +13,7 @@ from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches
-from batchgate.services.common.ids import plausible_id
+from batchgate.services.common.ids import BATCH_ID_PREFIX, plausible_id
 from batchgate.services.common.states import BATCH_TRANSITIONS, BatchStatus
 from batchgate.services.ingest import scheduler_calls
 from batchgate.services.ingest.batch_create import BatchCreator, CreateResult
@@ -21,7 +21,7 @@ from batchgate.services.ingest.create_checks import check_metadata
 from batchgate.services.ingest.dry_run import DryRun
 from batchgate.services.ingest.grpc_records import grpc_records
 from batchgate.services.ingest.idempotency import REPLAYED_HEADER, key_from_metadata
-from batchgate.services.ingest.lookup import check_cursor, visible_batch, visible_batch_and_retries
+from batchgate.services.ingest.lookup import visible_batch, visible_batch_and_retries
 from batchgate.services.ingest.retry import BatchRetrier
 from batchgate.services.ingest.shared_reads import SharedReads
 from batchgate.services.ingest.template_create import TemplateMaker
@@ -128,7 +128,7 @@ class BatchesServicer(batches_pb2_grpc.BatchServiceServicer):
     async def _list(self, filters: BatchFilters) -> batches_pb2.ListBatchesResponse:
         async with self._db.read() as conn:
             if filters.after:
-                await check_cursor(conn, filters.project, "batch", filters.after)
+                paging.cursor_id("batch", BATCH_ID_PREFIX, filters.after)
             rows = await batches.page(
                 self._db,
                 conn,

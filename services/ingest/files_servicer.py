@@ -14,9 +14,9 @@ from batchgate.services.common.config import Settings
 from batchgate.services.common.db import Database, batches, files
 from batchgate.services.common.db.blobs import BlobWriter, delete_blob, read_blob
 from batchgate.services.common.http_bodies import http_bodies
-from batchgate.services.common.ids import file_id
+from batchgate.services.common.ids import FILE_ID_PREFIX, file_id
 from batchgate.services.common.states import ACCEPTED_PURPOSES, LISTED_PURPOSES, BatchStatus, FilePurpose
-from batchgate.services.ingest.lookup import check_cursor, visible_file
+from batchgate.services.ingest.lookup import visible_file
 from batchgate.services.ingest.upload import receive_upload
 from batchgate.services.ingest.views import file_message
 from batchgate.v1 import files_pb2, files_pb2_grpc
@@ -135,7 +135,7 @@ class FilesServicer(files_pb2_grpc.FilesServiceServicer):
             raise _invalid_purpose(LISTED_PURPOSES, request.purpose)
         async with self._db.read() as conn:
             if request.after:
-                await check_cursor(conn, caller.project_id, "file", request.after)
+                paging.cursor_id("file", FILE_ID_PREFIX, request.after)
             rows = await files.page(
                 conn,
                 caller.project_id,

@@ -6,7 +6,7 @@ all get the same answer, so nobody learns that an id exists elsewhere.
 
 from __future__ import annotations
 
-from batchgate.services.common import errors, paging
+from batchgate.services.common import errors
 from batchgate.services.common.db import AnyRow, Connection, Database, batch_visibility, batches, files
 from batchgate.services.common.ids import plausible_id
 
@@ -58,16 +58,3 @@ def _found_batch(row: AnyRow | None, ident: str) -> AnyRow:
     if row is None:
         raise errors.not_found("batch", ident, "batch_id")
     return row
-
-
-async def check_cursor(conn: Connection, project_id: str, kind: str, after: str) -> None:
-    """400 `invalid_after` unless `after` is one of the caller's visible batches or files."""
-    try:
-        if kind == "batch":
-            await visible_batch(conn, project_id, after)
-        else:
-            await visible_file(conn, project_id, after)
-    except errors.ApiError as exc:
-        if exc.status != 404:
-            raise
-        raise paging.unknown_cursor(kind, after[:80]) from None

@@ -16,7 +16,7 @@ import grpc
 from batchgate.internal.v1 import scheduler_pb2_grpc
 from batchgate.services.common import errors, paging, rest_input
 from batchgate.services.common import proto_values as pv
-from batchgate.services.common.api_shapes import MESSAGES_ENDPOINT
+from batchgate.services.common.api_shapes import MESSAGE_BATCH_ID_PREFIX, MESSAGES_ENDPOINT
 from batchgate.services.common.caller import principal
 from batchgate.services.common.config import Settings
 from batchgate.services.common.db import AnyRow, Database
@@ -111,12 +111,10 @@ class MessageBatchesServicer(message_batches_pb2_grpc.MessageBatchServiceService
         if request.after_id and request.before_id:
             raise errors.invalid("Give 'after_id' or 'before_id', not both.", "invalid_cursor", "before_id")
         project = principal().project_id
+        for param, cursor in (("after_id", request.after_id), ("before_id", request.before_id)):
+            if cursor:
+                paging.cursor_id("message batch", MESSAGE_BATCH_ID_PREFIX, cursor, param, "invalid_cursor")
         async with self._db.read() as conn:
-            for cursor in (request.after_id, request.before_id):
-                if cursor and await store.find(conn, project, cursor) is None:
-                    raise errors.invalid(
-                        f"There is no message batch '{cursor[:80]}' of yours to page from.", "invalid_cursor"
-                    )
             page = await store.page(
                 conn, project, after_id=request.after_id, before_id=request.before_id, limit=limit
             )

@@ -20,6 +20,7 @@ from batchgate.services.common.db import templates as store
 from batchgate.services.common.ids import plausible_id
 from batchgate.services.common.states import TemplateStatus
 from batchgate.services.ingest.batch_create import BatchCreator
+from batchgate.services.ingest.template_create import TEMPLATE_ID_PREFIX
 from batchgate.services.ingest.template_views import TEMPLATE_OBJECT, stored_request, template_message
 from batchgate.v1 import templates_pb2, templates_pb2_grpc
 
@@ -48,10 +49,7 @@ class TemplatesServicer(templates_pb2_grpc.BatchTemplateServiceServicer):
         limit = paging.page_limit(request, default=20, maximum=100)
         async with self._db.read() as conn:
             if request.after:
-                try:
-                    await _visible(conn, request.after)
-                except errors.ApiError:
-                    raise paging.unknown_cursor("batch template", request.after[:80]) from None
+                paging.cursor_id("batch template", TEMPLATE_ID_PREFIX, request.after)
             rows = await store.list_templates(conn, principal().project_id, request.after, limit + 1)
         page = [template_message(r) for r in rows[:limit]]
         return templates_pb2.ListBatchTemplatesResponse(

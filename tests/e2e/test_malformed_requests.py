@@ -13,6 +13,7 @@ import gzip
 import re
 import socket
 import string
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -263,14 +264,7 @@ CORPUS = [
     Bad("batches: limit=", "GET", "/batches?limit=", None, "invalid_type", "limit"),
     Bad("batches: limit=1.5", "GET", "/batches?limit=1.5", None, "invalid_type", "limit"),
     Bad("batches: huge limit", "GET", "/batches?limit=99999999999", None, "integer_above_max_value", "limit"),
-    Bad(
-        "batches: unknown after",
-        "GET",
-        "/batches?after=batch_01zzzzzzzzzzzzzzzzzzzzzzzz",
-        None,
-        "invalid_after",
-        "after",
-    ),
+    Bad("batches: a malformed after", "GET", "/batches?after=batch_01zz", None, "invalid_after", "after"),
     Bad("batches: a file id as after", "GET", "/batches?after=file-x", None, "invalid_after", "after"),
     Bad("files: limit=0", "GET", "/files?limit=0", None, "invalid_limit", "limit"),
     Bad("files: limit=10001", "GET", "/files?limit=10001", None, "invalid_limit", "limit"),
@@ -475,6 +469,25 @@ def test_paging_with_after_still_walks_every_page(shared_stack: RunningStack, co
     listed = [f.id for f in client.files.list(limit=1)]  # the SDK pages with after=<last id>
     assert len(listed) == len(set(listed)) >= 2
     assert [f.id for f in client.files.list(limit=1, after=listed[0]).data] == listed[1:2]
+
+
+def test_a_list_and_delete_loop_walks_every_page(shared_stack: RunningStack) -> None:
+    """The SDK pages with after=<the last id of the page before>; deleting each file while
+    iterating made that cursor unknown, and the second page a 400 `invalid_after`."""
+    project = f"delete-loop-{uuid.uuid4().hex[:6]}"
+    add_project(shared_stack, project)
+    client = shared_stack.client(project)
+    made = {client.files.create(file=(f"f{i}.jsonl", LINE.encode()), purpose="batch").id for i in range(5)}
+    deleted = set()
+    for file in client.files.list(limit=2):
+        client.files.delete(file.id)
+        deleted.add(file.id)
+    assert deleted == made and client.files.list().data == []
+    # Another project's id only marks a place in time: the page holds the caller's files alone.
+    older = client.files.create(file=("older.jsonl", LINE.encode()), purpose="batch").id
+    foreign = shared_stack.client().files.create(file=("theirs.jsonl", LINE.encode()), purpose="batch").id
+    client.files.create(file=("newer.jsonl", LINE.encode()), purpose="batch")
+    assert [f.id for f in client.files.list(after=foreign).data] == [older]
 
 
 def _routes_with_an_id() -> list[tuple[str, str, str]]:
