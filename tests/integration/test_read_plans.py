@@ -19,7 +19,7 @@ from sqlalchemy import Engine, event, update
 from batchgate.services.common.auth import hash_key
 from batchgate.services.common.db import Database, batches, projects
 from batchgate.services.common.db.schema import batches as batches_table
-from batchgate.services.ingest.lookup import check_cursor, visible_batch_and_retries
+from batchgate.services.ingest.lookup import visible_batch_and_retries
 from tests.integration.seed import add_batch
 from tests.support import prepare_database
 
@@ -76,11 +76,10 @@ async def test_a_get_and_a_listing_use_indexes_and_never_read_items(
     async with db.read() as conn:
         await projects.key_owner(conn, hash_key("bg-unknown"), 0.0)
         row, retries = await visible_batch_and_retries(conn, PROJECT, "batch_big")
-        await check_cursor(conn, PROJECT, "batch", "batch_small_21")
         page = await batches.page(db, conn, PROJECT, after="batch_small_21", limit=21)
         await batches.retries_of(conn, [r.id for r in page])
     assert (row.id, retries) == ("batch_big", ["batch_small_01"]) and len(page) == 11
-    assert len(captured) == 5
+    assert len(captured) == 4  # a listing reads no row for its cursor: any id of the kind marks a place
     for (statement, _), plan in zip(captured, await _plans(db, list(captured)), strict=True):
         assert "items" not in statement and "items" not in plan, plan
         if db.is_sqlite:
